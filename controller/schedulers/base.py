@@ -1,0 +1,121 @@
+"""The scheduler interface: pure policy code that the controller enforces.
+
+A scheduler sees the fabric (``FabricView``), the jobs as placed (``JobSpec``), and the live state of
+operations (``OperationEvent`` from the workers, folded into an ``OperationTracker``). ``decide(now)`` returns a
+``Decision`` (priority class 0..7, spine or None for hashed) for each flow it wants to steer; flows it leaves
+out keep the default rule (class 0, hashed path). The controller diffs successive decisions and rewrites only
+the ingress rules that changed, so ``decide`` may be called as often as the policy likes.
+
+No I/O here: everything is testable without root, a switch or a controller.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Dict, Mapping, Optional, Sequence
+
+from workloads.model import Decision, FabricView, FlowKey, JobSpec, OperationEvent, OperationId
+
+
+@dataclass
+class OperationState:
+    """What is known of one live operation, merged over its workers' events."""
+
+    op: OperationId
+    nbytes: int = 0
+    launched_at: float = 0.0
+    needed_at: float = 0.0
+    bytes_done: Dict[int, int] = field(default_factory=dict)  # rank -> bytes sent so far
+    waiting_ranks: set = field(default_factory=set)
+    done_ranks: set = field(default_factory=set)
+
+    @property
+    def waiting(self) -> bool:
+        """True while some worker's GPU is idle waiting for this operation."""
+        return bool(self.waiting_ranks)
+
+    def remaining_bytes(self, workers: int) -> int:
+        """Bytes the slowest rank still has to send (the operation ends when every rank has)."""
+        if self.nbytes <= 0:
+            return 0
+        per_rank = 2 * (workers - 1) * self.nbytes // max(workers, 1)
+        if not self.bytes_done:
+            return per_rank
+        slowest = min(self.bytes_done.get(r, 0) for r in range(workers))
+        return max(per_rank - slowest, 0)
+
+
+class OperationTracker:
+    """Folds operation events into the set of live operations per job."""
+
+    def __init__(self, jobs: Sequence[JobSpec]):
+        self.jobs = {j.index: j for j in jobs}
+        self.live: Dict[OperationId, OperationState] = {}
+
+    def apply(self, ev: OperationEvent) -> None:
+        job = self.jobs.get(ev.job)
+        if job is None:
+            return
+        state = self.live.get(ev.op)
+        if state is None:
+            if ev.kind == "done":
+                return
+            state = self.live[ev.op] = OperationState(ev.op, launched_at=ev.time)
+        if ev.nbytes:
+            state.nbytes = ev.nbytes
+        if ev.needed_at:
+            # Workers disagree slightly on when they need the result; the earliest one stalls first.
+            state.needed_at = ev.needed_at if not state.needed_at else min(state.needed_at, ev.needed_at)
+        if ev.kind == "launch":
+            state.launched_at = min(state.launched_at, ev.time)
+        elif ev.kind == "progress":
+            state.bytes_done[ev.rank] = max(state.bytes_done.get(ev.rank, 0), ev.bytes_done)
+        elif ev.kind == "wait":
+            state.waiting_ranks.add(ev.rank)
+        elif ev.kind == "resume":
+            state.waiting_ranks.discard(ev.rank)
+        elif ev.kind == "done":
+            state.done_ranks.add(ev.rank)
+            state.waiting_ranks.discard(ev.rank)
+            if len(state.done_ranks) >= job.workers:
+                del self.live[ev.op]
+
+    def live_ops(self, job_index: Optional[int] = None):
+        return [s for s in self.live.values() if job_index is None or s.op.job == job_index]
+
+
+class Scheduler(ABC):
+    """Base class of every policy. Subclasses set ``name`` and implement ``decide``."""
+
+    name: ClassVar[str] = ""
+    #: Seconds between periodic calls of ``decide`` by the controller (None: only on events).
+    period_s: ClassVar[Optional[float]] = None
+    #: Parameters with their defaults; ``params`` given to __init__ override them.
+    defaults: ClassVar[Mapping[str, Any]] = {}
+
+    def __init__(self, fabric: FabricView, jobs: Sequence[JobSpec], params: Optional[Mapping[str, Any]] = None):
+        unknown = set(params or {}) - set(self.defaults)
+        if unknown:
+            raise ValueError(f"scheduler {self.name!r} has no parameter(s) {', '.join(sorted(unknown))}; "
+                             f"known: {', '.join(sorted(self.defaults)) or 'none'}")
+        self.params: Dict[str, Any] = {**self.defaults, **(params or {})}
+        self.fabric = fabric
+        self.jobs = list(jobs)
+        self.tracker = OperationTracker(self.jobs)
+
+    def on_event(self, event: OperationEvent, now: float) -> None:
+        """Record an operation event. Policies that need more override and call super()."""
+        self.tracker.apply(event)
+
+    @abstractmethod
+    def decide(self, now: float) -> Dict[FlowKey, Decision]:
+        """The wanted class and path of every flow this policy steers."""
+
+
+class EcmpScheduler(Scheduler):
+    """Plain ECMP: every flow in class 0 on a hashed path, i.e. no per-flow rules at all."""
+
+    name = "ecmp"
+
+    def decide(self, now: float) -> Dict[FlowKey, Decision]:
+        return {}

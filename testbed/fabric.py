@@ -1,0 +1,393 @@
+"""Bring the emulated world up and down: Open vSwitch leaf-spine, Ryu controller process, priority classes.
+
+``Testbed`` is a context manager used by the runner, the root tests and the benchmarks::
+
+    with Testbed(FabricSpec(...), out_dir, scheduler="ecmp") as tb:
+        tb.check_reachability(); tb.pin(flow, 7); tb.hosts["h1"].popen(...)
+
+Order of ``start()`` (each step is recorded in testbed/state.py before the next, so any exit path, even a
+SIGKILL of the runner, can be cleaned up):
+
+1. controller process (``python -m controller.launcher``) on 127.0.0.1, given the layout and jobs in JSON;
+2. Mininet network with OVS switches (userspace datapath unless the openvswitch kernel module is loaded);
+3. wait until the controller confirms (barrier) the base rules of every switch;
+4. hosts: static ARP, no IPv6 chatter, TSO/GSO off (64 KB super-packets break priority at 10 Mbit/s);
+5. the 8-class HTB tree of testbed/qos.py on every switch port (after the switches exist: adding a port to OVS
+   resets its root qdisc).
+
+``stop()`` undoes all of it and is safe to call twice or after a partial start.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from functools import partial
+from typing import Dict, List, Optional, Sequence
+
+from testbed import qos, state
+from testbed.topo import FabricLayout, FabricSpec, LeafSpine
+from workloads.model import FlowKey, JobSpec
+
+LOG = logging.getLogger("flux.testbed")
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class TestbedError(RuntimeError):
+    """A run could not be set up or did not behave; the message says what and where to look."""
+
+
+def kernel_datapath_available() -> bool:
+    return os.path.isdir("/sys/module/openvswitch")
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ControlClient:
+    """Request/response over the controller's Unix datagram control socket."""
+
+    def __init__(self, server_path: str):
+        self.server_path = server_path
+        self.path = os.path.join(state.STATE_DIR, f"cli-{os.getpid()}-{id(self) & 0xffff}.sock")
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+
+    def request(self, payload: dict, timeout: float = 5.0) -> dict:
+        self.sock.settimeout(timeout)
+        self.sock.sendto(json.dumps(payload).encode(), self.server_path)
+        data = self.sock.recv(65536)
+        return json.loads(data)
+
+    def close(self) -> None:
+        self.sock.close()
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+
+
+class Testbed:
+    def __init__(self, spec: FabricSpec, out_dir: str, scheduler: str = "ecmp",
+                 scheduler_params: Optional[dict] = None, jobs: Sequence[JobSpec] = (),
+                 poll_interval_s: float = 0.1, class_floor: float = qos.DEFAULT_FLOOR,
+                 queue_ms: float = qos.DEFAULT_QUEUE_MS, run_id: str = "", datapath: Optional[str] = None):
+        spec.validate()
+        self.spec = spec
+        self.layout = FabricLayout.from_spec(spec)
+        self.out_dir = out_dir
+        self.scheduler = scheduler
+        self.scheduler_params = scheduler_params or {}
+        self.jobs = list(jobs)
+        self.poll_interval_s = poll_interval_s
+        self.class_floor = class_floor
+        self.queue_ms = queue_ms
+        self.run_id = run_id or time.strftime("%Y%m%d-%H%M%S")
+        self.datapath = datapath or ("kernel" if kernel_datapath_available() else "user")
+        self.net = None
+        self.controller: Optional[subprocess.Popen] = None
+        self.client: Optional[ControlClient] = None
+        self.state = state.RunState(self.run_id, out_dir)
+        tag = f"{os.getpid()}"
+        self.events_socket = os.path.join(state.STATE_DIR, f"ev-{tag}.sock")
+        self.control_socket = os.path.join(state.STATE_DIR, f"ctl-{tag}.sock")
+        self.timings: Dict[str, float] = {}
+        self.hosts: Dict[str, object] = {}
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> "Testbed":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        os.makedirs(self.out_dir, exist_ok=True)
+        os.makedirs(state.STATE_DIR, exist_ok=True)
+        self.state.save()
+        for path in (self.events_socket, self.control_socket):
+            self.state.add_file(path)
+        self._start_controller()
+        t0 = time.time()
+        self._build_network()
+        self.timings["build_s"] = time.time() - t0
+        t0 = time.time()
+        self.net.start()
+        self._wait_ready()
+        self.timings["start_s"] = time.time() - t0
+        self._configure_hosts()
+        self._install_classes()
+
+    def stop(self) -> None:
+        t0 = time.time()
+        if self.net is not None:
+            try:
+                self.net.stop()
+            except Exception as exc:  # keep tearing down the rest
+                LOG.warning("mininet stop failed: %s", exc)
+            self.net = None
+            self.timings["stop_s"] = time.time() - t0
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        if self.controller is not None:
+            if self.controller.poll() is None:
+                self.controller.send_signal(signal.SIGTERM)
+                try:
+                    self.controller.wait(5)
+                except subprocess.TimeoutExpired:
+                    self.controller.kill()
+                    self.controller.wait(5)
+            self.controller = None
+        for path in (self.events_socket, self.control_socket):
+            if os.path.exists(path):
+                os.unlink(path)
+        # Whatever the steps above missed (a host shell that survived, a bridge OVS did not delete) is removed
+        # from the record, by pid and by name.
+        leftover = state.leftovers(self.state.data)
+        if leftover:
+            LOG.warning("removing leftovers: %s", ", ".join(leftover))
+            state.remove(self.state.data)
+        self.state.clear()
+
+    # ----------------------------------------------------------------------------------------- controller
+    def controller_config(self) -> dict:
+        return {
+            "layout": self.layout.to_dict(),
+            "jobs": [j.to_dict() for j in self.jobs],
+            "scheduler": self.scheduler,
+            "scheduler_params": self.scheduler_params,
+            "poll_interval_s": self.poll_interval_s,
+            "out_dir": os.path.abspath(self.out_dir),
+            "events_socket": self.events_socket,
+            "control_socket": self.control_socket,
+        }
+
+    def _start_controller(self) -> None:
+        cfg_path = os.path.join(self.out_dir, "controller.json")
+        with open(cfg_path, "w") as f:
+            json.dump(self.controller_config(), f, indent=1)
+        self.of_port = free_tcp_port()
+        env = dict(os.environ, FLUX_CONTROLLER_CONFIG=os.path.abspath(cfg_path),
+                   PYTHONPATH=PROJECT_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        log = open(os.path.join(self.out_dir, "controller.log"), "w")
+        # Own session: a Ctrl-C in the terminal reaches the runner, which stops the controller in order.
+        self.controller = subprocess.Popen(
+            [sys.executable, "-m", "controller.launcher", "--ofp-tcp-listen-port", str(self.of_port)],
+            cwd=PROJECT_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.state.add_process(self.controller.pid, "controller")
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.controller.poll() is not None:
+                raise TestbedError(f"the controller exited at start (code {self.controller.returncode}); "
+                                   f"see {log.name}:\n{self._log_tail(log.name)}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.of_port), timeout=0.5):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise TestbedError(f"the controller did not listen on 127.0.0.1:{self.of_port} within 30 s")
+        self.client = ControlClient(self.control_socket)
+
+    @staticmethod
+    def _log_tail(path: str, lines: int = 15) -> str:
+        try:
+            with open(path) as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return ""
+
+    def _wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.time() + timeout
+        status = {}
+        while time.time() < deadline:
+            if self.controller.poll() is not None:
+                raise TestbedError("the controller died; see controller.log:\n"
+                                   + self._log_tail(os.path.join(self.out_dir, "controller.log")))
+            try:
+                status = self.client.request({"op": "status"}, timeout=1.0)
+            except (socket.timeout, OSError):
+                time.sleep(0.2)
+                continue
+            if status.get("ready") == status.get("expected"):
+                return
+            time.sleep(0.1)
+        raise TestbedError(f"switches not ready after {timeout:.0f} s: {status}")
+
+    def request(self, payload: dict, timeout: float = 5.0) -> dict:
+        return self.client.request(payload, timeout)
+
+    def pin(self, flow: FlowKey, priority_class: int, spine: Optional[int] = None) -> dict:
+        """Give one flow a fixed class (and path) through the controller; returns once the switch confirmed."""
+        reply = self.request({"op": "pin", "flow": flow.as_list(), "class": priority_class, "spine": spine})
+        if not reply.get("ok"):
+            raise TestbedError(f"pinning {flow} failed: {reply.get('error')}")
+        return reply
+
+    def controller_stats(self) -> dict:
+        try:
+            return self.request({"op": "stats"})
+        except (socket.timeout, OSError):
+            return {}
+
+    # -------------------------------------------------------------------------------------------- network
+    def _build_network(self) -> None:
+        from mininet.link import Link
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        from mininet.node import OVSSwitch, RemoteController
+
+        setLogLevel(os.environ.get("FLUX_MININET_LOG", "warning"))
+        s = self.spec
+        topo = LeafSpine(spines=s.spines, leaves=s.leaves, hosts_per_leaf=s.hosts_per_leaf,
+                         host_rate_mbps=s.host_rate_mbps, fabric_rate_mbps=s.fabric_rate_mbps)
+        switch = partial(OVSSwitch, datapath=self.datapath, protocols="OpenFlow13", failMode="secure")
+        self.net = Mininet(topo=topo, switch=switch, link=Link, build=False, autoSetMacs=False,
+                           controller=partial(RemoteController, ip="127.0.0.1", port=self.of_port),
+                           waitConnected=False)
+        # Record names before they exist: a kill in the middle of build() must still be cleanable.
+        self.state.add_bridges(list(topo.switches()))
+        intfs = []
+        for a, b, info in topo.links(withInfo=True):
+            for node, port in ((a, info["port1"]), (b, info["port2"])):
+                if topo.isSwitch(node):
+                    intfs.append(f"{node}-eth{port}")
+        self.state.add_interfaces(intfs)
+        self.net.build()
+        for h in self.net.hosts:
+            self.state.add_process(h.pid, f"host {h.name}")
+        self.hosts = {h.name: h for h in self.net.hosts}
+
+    def _configure_hosts(self) -> None:
+        self.net.staticArp()
+        for h in self.net.hosts:
+            intf = h.defaultIntf().name
+            h.cmd(f"ethtool -K {intf} tso off gso off >/dev/null 2>&1; "
+                  "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+
+    def port_rates(self) -> Dict[str, float]:
+        """Configured rate (Mbit/s) of every switch egress port, by interface name."""
+        rates = {}
+        for sw in self.net.switches:
+            for intf in sw.intfList():
+                if intf.name == "lo" or intf.link is None:
+                    continue
+                other = intf.link.intf2 if intf.link.intf1 is intf else intf.link.intf1
+                to_host = other.node.name.startswith("h")
+                rates[intf.name] = self.spec.host_rate_mbps if to_host else self.spec.fabric_rate_mbps
+        return rates
+
+    def _install_classes(self) -> None:
+        lines = []
+        for dev, rate in self.port_rates().items():
+            for cmd in qos.tree_commands(dev, rate, self.class_floor, self.queue_ms):
+                lines.append(" ".join(cmd[1:]))
+        with tempfile.NamedTemporaryFile("w", suffix=".tc", delete=False) as f:
+            f.write("\n".join(lines) + "\n")
+        try:
+            r = subprocess.run(["tc", "-batch", f.name], capture_output=True, text=True)
+        finally:
+            os.unlink(f.name)
+        if r.returncode != 0:
+            raise TestbedError(f"installing priority classes failed: {r.stderr.strip()[:500]}")
+
+    # ---------------------------------------------------------------------------------------------- checks
+    def check_reachability(self, timeout_s: int = 2) -> List[str]:
+        """Ping every ordered host pair (each host pings all others in parallel). Returns the failed pairs."""
+        failures = []
+        ips = {h.name: h.IP() for h in self.net.hosts}
+        for h in self.net.hosts:
+            targets = " ".join(ip for name, ip in ips.items() if name != h.name)
+            out = h.cmd(f"for ip in {targets}; do (ping -c1 -W{timeout_s} $ip >/dev/null 2>&1 "
+                        f"|| echo FAIL $ip) & done; wait")
+            failures += [f"{h.name}->{line.split()[1]}" for line in out.splitlines() if line.startswith("FAIL")]
+        return failures
+
+    def class_stats(self, dev: str) -> dict:
+        out = subprocess.run(["tc", "-s", "class", "show", "dev", dev], capture_output=True, text=True).stdout
+        return qos.parse_class_stats(out)
+
+    def host_popen(self, host: str, args: List[str], **kwargs):
+        """Start a process in a host's namespace with the project's interpreter and import path."""
+        env = dict(os.environ, PYTHONPATH=PROJECT_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env.update(kwargs.pop("env", {}))
+        p = self.hosts[host].popen(args, cwd=PROJECT_DIR, env=env, **kwargs)
+        self.state.add_process(p.pid, f"{host}: {' '.join(args[:4])}")
+        return p
+
+    def priority_pair(self, high_class: int = 7, low_class: int = 1, duration: float = 4.0,
+                      warmup: float = 1.0) -> dict:
+        """Two bulk flows into one host port, in different classes; returns both goodputs and the high share.
+
+        Both senders sit on the first leaf and send to a third host there, so the congested port is the leaf's
+        egress port towards the receiver (2 x the host rate offered into 1 x)."""
+        hosts = self.layout.hosts
+        if len(hosts) < 3:
+            raise TestbedError("the priority check needs at least 3 hosts")
+        a, b, dst = hosts[0], hosts[1], hosts[2]
+        flows = {"high": (a, 41001, 5101, high_class), "low": (b, 41002, 5102, low_class)}
+        servers, senders = {}, {}
+        for name, (src, sport, port, cls) in flows.items():
+            self.pin(FlowKey(src.ip, dst.ip, sport, port), cls)
+        py = [sys.executable, "-m", "testbed.traffic"]
+        for name, (src, sport, port, cls) in flows.items():
+            servers[name] = self.host_popen(dst.name, py + ["serve", "--bind", dst.ip, "--port", str(port),
+                                                            "--duration", str(duration), "--warmup", str(warmup)],
+                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.3)
+        for name, (src, sport, port, cls) in flows.items():
+            senders[name] = self.host_popen(src.name, py + ["send", "--bind", src.ip, "--sport", str(sport),
+                                                            "--dst", dst.ip, "--port", str(port),
+                                                            "--duration", str(duration)],
+                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        result = {"port": f"{dst.name} via lf{dst.leaf}", "rate_mbps": self.spec.host_rate_mbps,
+                  "duration_s": duration}
+        for name, p in servers.items():
+            out, err = p.communicate(timeout=duration + 40)
+            if p.returncode != 0:
+                raise TestbedError(f"traffic receiver failed: {err.strip()[-300:]}")
+            result[name] = json.loads(out.strip().splitlines()[-1])
+        for p in senders.values():
+            p.communicate(timeout=15)
+        hi, lo = result["high"]["goodput_mbps"], result["low"]["goodput_mbps"]
+        result["high_share"] = hi / (hi + lo) if hi + lo > 0 else 0.0
+        result["port_utilisation"] = (hi + lo) / self.spec.host_rate_mbps
+        return result
+
+    def single_flow(self, duration: float = 4.0, warmup: float = 1.0, cross_leaf: bool = False) -> dict:
+        """Goodput of one bulk flow, as a fraction of the configured host link rate."""
+        hosts = self.layout.hosts
+        src = hosts[0]
+        dst = hosts[self.spec.hosts_per_leaf] if cross_leaf and self.spec.leaves > 1 else hosts[1]
+        py = [sys.executable, "-m", "testbed.traffic"]
+        server = self.host_popen(dst.name, py + ["serve", "--bind", dst.ip, "--port", "5201", "--duration",
+                                                 str(duration), "--warmup", str(warmup)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.3)
+        sender = self.host_popen(src.name, py + ["send", "--bind", src.ip, "--sport", "41201", "--dst", dst.ip,
+                                                 "--port", "5201", "--duration", str(duration)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = server.communicate(timeout=duration + 40)
+        sender.communicate(timeout=15)
+        if server.returncode != 0:
+            raise TestbedError(f"traffic receiver failed: {err.strip()[-300:]}")
+        res = json.loads(out.strip().splitlines()[-1])
+        rate = min(self.spec.host_rate_mbps, self.spec.fabric_rate_mbps) if cross_leaf else self.spec.host_rate_mbps
+        res["configured_mbps"] = rate
+        res["fraction"] = res["goodput_mbps"] / rate
+        return res

@@ -1,0 +1,122 @@
+"""Priority classes in the data plane: the DSCP-to-class map and the tc tree on every switch egress port.
+
+Open vSwitch's own queues (QoS linux-htb + set_queue) do not classify on the userspace datapath, so the testbed
+splits the work: the controller's ingress rule writes the packet's DSCP, and every switch egress port carries an
+HTB tree installed with ``tc`` that picks the class from the DSCP.
+
+DSCP-to-class map (class 7 is served first)::
+
+    class   DSCP   ToS byte   HTB class   HTB prio
+      7      56      0xe0       1:17         0
+      6      48      0xc0       1:16         1
+      5      40      0xa0       1:15         2
+      4      32      0x80       1:14         3
+      3      24      0x60       1:13         4
+      2      16      0x40       1:12         5
+      1       8      0x20       1:11         6
+      0       0      0x00       1:10         7    (also every unmatched packet)
+
+i.e. DSCP = 8 x class (the class selector code points CS0..CS7). Tree per port::
+
+    root 1: htb (default 1:10)
+      1:1  rate = ceil = link rate
+        1:1c  rate = floor x link rate, ceil = link rate, prio 7-c, pfifo of ``queue_packets`` packets
+    u32 filters on the ToS byte (mask 0xfc) choose 1:1c.
+
+HTB lends spare bandwidth to the lowest ``prio`` first, so the classes are strict priorities above a small
+guaranteed floor (default 1% of the link each), which keeps starved TCP flows alive (no RTO spiral) without
+hurting the top class much: against one lower class it keeps 99% of the port. Pure functions: the commands are
+returned as argument lists and run by testbed/fabric.py.
+"""
+from __future__ import annotations
+
+from typing import List
+
+from workloads.model import NUM_CLASSES
+
+DEFAULT_FLOOR = 0.01
+DEFAULT_QUEUE_MS = 50.0
+MTU_BYTES = 1500
+
+
+def class_to_dscp(priority_class: int) -> int:
+    if not 0 <= priority_class < NUM_CLASSES:
+        raise ValueError(f"priority class {priority_class} outside 0..{NUM_CLASSES - 1}")
+    return 8 * priority_class
+
+
+def dscp_to_class(dscp: int) -> int:
+    """Class of a packet with this DSCP; DSCPs that are not class selectors fall into class 0, like tc does."""
+    if not 0 <= dscp < 64:
+        raise ValueError(f"DSCP {dscp} outside 0..63")
+    return dscp // 8 if dscp % 8 == 0 else 0
+
+
+def tos_byte(priority_class: int) -> int:
+    return class_to_dscp(priority_class) << 2
+
+
+def htb_classid(priority_class: int) -> str:
+    return f"1:{10 + priority_class}"
+
+
+def htb_prio(priority_class: int) -> int:
+    return NUM_CLASSES - 1 - priority_class
+
+
+def queue_packets(rate_mbps: float, queue_ms: float = DEFAULT_QUEUE_MS) -> int:
+    """Per-class FIFO length: ``queue_ms`` of the link rate in full-size packets, at least 10.
+
+    Kept short on purpose: the kernel's default 1000 packets would be 1.2 s of queueing at 10 Mbit/s and hide
+    every scheduling effect behind bufferbloat.
+    """
+    return max(10, int(rate_mbps * 1e6 * queue_ms / 1e3 / (MTU_BYTES * 8)))
+
+
+def _kbit(rate_mbps: float) -> str:
+    return f"{max(1, int(round(rate_mbps * 1000)))}kbit"
+
+
+def tree_commands(dev: str, rate_mbps: float, floor: float = DEFAULT_FLOOR,
+                  queue_ms: float = DEFAULT_QUEUE_MS) -> List[List[str]]:
+    """The tc commands that install the 8-class tree on ``dev`` (replacing whatever root qdisc is there)."""
+    if not 0 < floor * NUM_CLASSES < 1:
+        raise ValueError(f"class floor {floor} must be > 0 and < {1 / NUM_CLASSES:.3f}")
+    rate = _kbit(rate_mbps)
+    # quantum: one MTU so that equal-prio borrowing is per packet and tc does not warn about r2q at low rates.
+    quantum = str(MTU_BYTES + 14)
+    limit = str(queue_packets(rate_mbps, queue_ms))
+    cmds = [
+        ["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "10"],
+        ["tc", "class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
+         "rate", rate, "ceil", rate, "quantum", quantum],
+    ]
+    for c in range(NUM_CLASSES):
+        cmds.append(["tc", "class", "replace", "dev", dev, "parent", "1:1", "classid", htb_classid(c), "htb",
+                     "rate", _kbit(rate_mbps * floor), "ceil", rate, "prio", str(htb_prio(c)), "quantum", quantum])
+        cmds.append(["tc", "qdisc", "replace", "dev", dev, "parent", htb_classid(c), "handle", f"{100 + c}:",
+                     "pfifo", "limit", limit])
+    for c in range(1, NUM_CLASSES):
+        cmds.append(["tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                     "match", "ip", "tos", hex(tos_byte(c)), "0xfc", "flowid", htb_classid(c)])
+    return cmds
+
+
+def parse_class_stats(tc_output: str) -> dict:
+    """Bytes and packets sent per class from ``tc -s class show dev X`` output: {class: (bytes, packets)}."""
+    stats = {}
+    current = None
+    for line in tc_output.splitlines():
+        line = line.strip()
+        if line.startswith("class htb"):
+            current = None
+            parts = line.split()
+            classid = parts[2]
+            for c in range(NUM_CLASSES):
+                if classid == htb_classid(c):
+                    current = c
+        elif line.startswith("Sent") and current is not None:
+            parts = line.split()
+            stats[current] = (int(parts[1]), int(parts[3]))
+            current = None
+    return stats

@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+"""Run one experiment: fabric + controller + multi-tenant training workload, then a summary.
+
+    sudo python testbed/run.py --scheduler flux [--scenario FILE] [--out DIR] [topology flags]
+
+Phases (each printed as it starts): preflight checks, stale-state cleanup, fabric and controller start,
+all-pairs reachability, a priority check (two flows in different classes through one congested port), the
+scenario's training jobs (ring all-reduce over TCP), then the summary. Everything is torn down on every exit
+path (normal end, error, Ctrl-C, SIGTERM); after a SIGKILL the next run removes what was left.
+
+Writes results/<run-id>/ (see results/README.md). Exit codes: 0 success, 1 failed run, 2 bad input or
+environment (nothing is started then).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _ensure_project_env() -> None:
+    """Re-execute under the project's virtual environment when started with another interpreter.
+
+    ``sudo python testbed/run.py`` picks whatever ``python`` root has; the dependencies live in <project>/.venv
+    (scripts/install.sh)."""
+    venv_python = os.path.join(os.environ.get("FLUX_VENV", os.path.join(PROJECT_DIR, ".venv")), "bin", "python")
+    if os.path.realpath(sys.prefix) == os.path.realpath(os.path.dirname(os.path.dirname(venv_python))):
+        return
+    try:
+        import mininet.net  # noqa: F401
+        import ryu  # noqa: F401
+        import numpy  # noqa: F401
+        return
+    except ImportError:
+        pass
+    if os.path.exists(venv_python) and os.environ.get("FLUX_REEXEC") != "1":
+        os.environ["FLUX_REEXEC"] = "1"
+        os.execv(venv_python, [venv_python, os.path.abspath(__file__)] + sys.argv[1:])
+    sys.stderr.write("run.py: the project's Python environment is missing; run: sudo bash scripts/install.sh\n")
+    sys.exit(2)
+
+
+if __name__ == "__main__":
+    _ensure_project_env()
+if PROJECT_DIR not in sys.path:
+    sys.path.insert(0, PROJECT_DIR)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import platform  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+from typing import List, Optional  # noqa: E402
+
+from testbed import qos, state  # noqa: E402
+from testbed.topo import FabricLayout, FabricSpec  # noqa: E402
+
+LOG = logging.getLogger("flux.run")
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class BadInput(Exception):
+    """Bad flags, scenario or environment: reported in one line, exit 2, nothing started."""
+
+
+class Interrupted(Exception):
+    """SIGTERM or SIGINT during a run."""
+
+
+def scheduler_names() -> List[str]:
+    from controller.schedulers.registry import scheduler_names as names
+    return names()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="run.py",
+        description="Run one multi-tenant training experiment on an emulated leaf-spine fabric under one "
+                    "scheduler, and write results/<run-id>/ (summary.json, counter time series, worker logs).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog="Example: sudo python testbed/run.py --scheduler flux --scenario workloads/scenarios/headline.yaml")
+    g = p.add_argument_group("experiment")
+    g.add_argument("--scheduler", default="ecmp", metavar="NAME",
+                   help="scheduling policy: ecmp, bytescheduler, crux or flux")
+    g.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="scheduler parameter (repeatable), e.g. --param alpha=0.7; see docs/schedulers.md")
+    g.add_argument("--scenario", default=None, metavar="FILE",
+                   help="scenario file (jobs and placement); default: workloads/scenarios/default.yaml")
+    g.add_argument("--seed", type=int, default=1, help="seed for placement and gradient data")
+    g.add_argument("--iterations", type=int, default=None, metavar="N",
+                   help="override every job's iteration count")
+    g.add_argument("--no-workload", action="store_true",
+                   help="only bring the fabric up and run the checks (no training jobs)")
+    g.add_argument("--time-limit", type=float, default=900.0, metavar="S",
+                   help="abort the workload after this many seconds")
+    t = p.add_argument_group("fabric")
+    t.add_argument("--spines", type=int, default=2, help="number of spine switches")
+    t.add_argument("--leaves", type=int, default=4, help="number of leaf switches")
+    t.add_argument("--hosts-per-leaf", type=int, default=4, help="hosts (one GPU worker each) per leaf")
+    t.add_argument("--host-rate", type=float, default=10.0, metavar="MBPS", help="host-leaf link rate, Mbit/s")
+    t.add_argument("--fabric-rate", type=float, default=10.0, metavar="MBPS", help="leaf-spine link rate, Mbit/s")
+    t.add_argument("--class-floor", type=float, default=qos.DEFAULT_FLOOR, metavar="F",
+                   help="guaranteed share of the link per priority class (keeps starved TCP flows alive)")
+    t.add_argument("--queue-ms", type=float, default=qos.DEFAULT_QUEUE_MS, metavar="MS",
+                   help="per-class FIFO length in milliseconds of the link rate")
+    t.add_argument("--datapath", choices=["auto", "kernel", "user"], default="auto",
+                   help="OVS datapath; auto = kernel if the openvswitch module is loaded, else userspace")
+    c = p.add_argument_group("controller and output")
+    c.add_argument("--poll-interval", type=float, default=0.1, metavar="S",
+                   help="port and flow counter polling interval of the controller, seconds")
+    c.add_argument("--out", default=None, metavar="DIR",
+                   help="results directory for this run (default results/<run-id>)")
+    c.add_argument("--run-id", default=None, help="name of the run (default: time-scheduler-scenario-seed)")
+    c.add_argument("--skip-checks", action="store_true", help="skip the reachability and priority checks")
+    c.add_argument("-q", "--quiet", action="store_true", help="no progress bar, warnings only")
+    return p
+
+
+# ------------------------------------------------------------------------------------------------ validation
+def validate(args) -> dict:
+    """Check everything that can be checked before anything starts. Returns resolved pieces."""
+    names = scheduler_names()
+    if args.scheduler not in names:
+        raise BadInput(f"unknown scheduler {args.scheduler!r}; known: {', '.join(names)}")
+    from controller.schedulers.registry import parse_params
+    try:
+        params = parse_params(args.param)
+    except ValueError as exc:
+        raise BadInput(f"--param: {exc}")
+    spec = FabricSpec(args.spines, args.leaves, args.hosts_per_leaf, args.host_rate, args.fabric_rate)
+    try:
+        spec.validate()
+        qos.tree_commands("x", args.host_rate, args.class_floor, args.queue_ms)
+    except ValueError as exc:
+        raise BadInput(str(exc))
+    if not 0.01 <= args.poll_interval <= 10:
+        raise BadInput(f"--poll-interval must be between 0.01 and 10 s (got {args.poll_interval})")
+    if args.iterations is not None and args.iterations < 1:
+        raise BadInput(f"--iterations must be >= 1 (got {args.iterations})")
+    if args.time_limit <= 0:
+        raise BadInput("--time-limit must be positive")
+    layout = FabricLayout.from_spec(spec)
+    from workloads.scenario import ScenarioError, default_scenario_path, load_scenario
+    path = args.scenario or default_scenario_path()
+    if not os.path.isfile(path):
+        raise BadInput(f"--scenario: no such file: {path}")
+    try:
+        scenario = load_scenario(path)
+        resolved = scenario.resolve(layout.host_tuples(), spec.host_rate_mbps, seed=args.seed)
+    except (ScenarioError, ValueError) as exc:
+        raise BadInput(str(exc))
+    jobs = resolved.jobs
+    if args.iterations is not None:
+        import dataclasses
+        jobs = [dataclasses.replace(j, iterations=args.iterations) for j in jobs]
+    from controller.schedulers.registry import make_scheduler
+    from workloads.model import FabricView
+    view = FabricView(spec.spines, spec.leaves, tuple((h.ip, h.leaf - 1) for h in layout.hosts),
+                      spec.host_rate_mbps, spec.fabric_rate_mbps)
+    try:
+        make_scheduler(args.scheduler, view, jobs, params)
+    except ValueError as exc:
+        raise BadInput(str(exc))
+    return {"spec": spec, "layout": layout, "params": params, "scenario_path": os.path.abspath(path),
+            "scenario": resolved, "jobs": jobs}
+
+
+def preflight() -> None:
+    if os.geteuid() != 0:
+        raise BadInput("must run as root (Mininet needs it): sudo python testbed/run.py ...")
+    for tool in ("ovs-vsctl", "mnexec", "tc", "ip", "ethtool", "ping"):
+        if shutil.which(tool) is None:
+            raise BadInput(f"{tool} not found; run: sudo bash scripts/install.sh")
+    r = subprocess.run(["ovs-vsctl", "--timeout=3", "show"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise BadInput("Open vSwitch is not running (ovs-vsctl show failed); run: sudo bash scripts/install.sh")
+    active = state.active_run()
+    if active:
+        raise BadInput(f"another run is active (runner pid {active['runner_pid']}, {active.get('out_dir')})")
+
+
+def clean_stale() -> List[str]:
+    st = state.load()
+    if not st:
+        return []
+    return state.remove(st)
+
+
+# ------------------------------------------------------------------------------------------------ provenance
+def versions() -> dict:
+    def cmd(args):
+        try:
+            return subprocess.run(args, capture_output=True, text=True, timeout=5).stdout.strip().splitlines()[0]
+        except Exception:
+            return None
+
+    def pkg(name):
+        try:
+            from importlib.metadata import version
+            return version(name)
+        except Exception:
+            return None
+
+    commit = cmd(["git", "-C", PROJECT_DIR, "rev-parse", "HEAD"])
+    dirty = cmd(["git", "-C", PROJECT_DIR, "status", "--porcelain", "--untracked-files=no"])
+    return {"python": platform.python_version(), "kernel": platform.release(),
+            "openvswitch": cmd(["ovs-vsctl", "--version"]), "ryu": pkg("ryu"), "mininet": pkg("mininet"),
+            "eventlet": pkg("eventlet"), "numpy": pkg("numpy"), "testbed": pkg("flux-testbed"),
+            "git_commit": commit, "git_dirty": bool(dirty)}
+
+
+def ovs_cpu_seconds() -> Optional[float]:
+    try:
+        with open("/var/run/openvswitch/ovs-vswitchd.pid") as f:
+            pid = int(f.read().strip())
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+# ------------------------------------------------------------------------------------------------ the run
+def run(args, resolved: dict) -> int:
+    from testbed.fabric import Testbed, TestbedError
+    from testbed import experiment
+
+    scenario = resolved["scenario"]
+    run_id = args.run_id or "{}-{}-{}-s{}".format(time.strftime("%Y%m%d-%H%M%S"), args.scheduler,
+                                                   scenario.name, args.seed)
+    out = os.path.abspath(args.out or os.path.join(PROJECT_DIR, "results", run_id))
+    os.makedirs(out, exist_ok=True)
+    config = {
+        "run_id": run_id, "scheduler": args.scheduler, "scheduler_params": resolved["params"],
+        "scenario_file": resolved["scenario_path"], "scenario": scenario.to_dict(), "seed": args.seed,
+        "fabric": vars(resolved["spec"]) | {"oversubscription": resolved["spec"].oversubscription},
+        "poll_interval_s": args.poll_interval, "class_floor": args.class_floor, "queue_ms": args.queue_ms,
+        "iterations_override": args.iterations, "time_limit_s": args.time_limit,
+        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+    }
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    summary = {"run_id": run_id, "ok": False, "config": config, "versions": versions(), "seed": args.seed,
+               "started_at": time.time()}
+    spec = resolved["spec"]
+    LOG.info("run %s -> %s", run_id, out)
+    datapath = None if args.datapath == "auto" else args.datapath
+    tb = Testbed(spec, out, scheduler=args.scheduler, scheduler_params=resolved["params"],
+                 jobs=[] if args.no_workload else resolved["jobs"], poll_interval_s=args.poll_interval,
+                 class_floor=args.class_floor, queue_ms=args.queue_ms, run_id=run_id, datapath=datapath)
+    code = EXIT_FAILED
+    try:
+        LOG.info("[1/4] fabric: %d spines, %d leaves, %d hosts, host %g / fabric %g Mbit/s "
+                 "(oversubscription %.2f:1), %s datapath, scheduler %s", spec.spines, spec.leaves, spec.hosts,
+                 spec.host_rate_mbps, spec.fabric_rate_mbps, spec.oversubscription, tb.datapath, args.scheduler)
+        tb.start()
+        summary["timings"] = dict(tb.timings)
+        summary["datapath"] = tb.datapath
+        LOG.info("      up in %.1f s (build %.1f, start+controller %.1f)", tb.timings["build_s"]
+                 + tb.timings["start_s"], tb.timings["build_s"], tb.timings["start_s"])
+        checks = {}
+        if not args.skip_checks:
+            LOG.info("[2/4] checks: all-pairs reachability, priority classes on a congested port")
+            failures = tb.check_reachability()
+            checks["reachability"] = {"pairs": spec.hosts * (spec.hosts - 1), "failed": failures}
+            if failures:
+                raise TestbedError(f"{len(failures)} host pairs unreachable: {', '.join(failures[:8])}")
+            pair = tb.priority_pair()
+            pair["ok"] = pair["high_share"] >= 0.8
+            checks["priority"] = pair
+            LOG.info("      reachability ok (%d pairs); class 7 %.2f vs class 1 %.2f Mbit/s on a %g Mbit/s port "
+                     "(share %.2f)", spec.hosts * (spec.hosts - 1), pair["high"]["goodput_mbps"],
+                     pair["low"]["goodput_mbps"], spec.host_rate_mbps, pair["high_share"])
+            if not pair["ok"]:
+                raise TestbedError(f"priority classes do not separate traffic: high class got only "
+                                   f"{pair['high_share']:.2f} of the port")
+        else:
+            LOG.info("[2/4] checks skipped")
+        summary["checks"] = checks
+        if args.no_workload:
+            LOG.info("[3/4] no workload (--no-workload)")
+        else:
+            LOG.info("[3/4] workload: %s", ", ".join(f"{j.name} ({j.model.name}, {j.workers} workers, "
+                                                      f"{j.iterations} it)" for j in resolved["jobs"]))
+            cpu0, t0 = ovs_cpu_seconds(), time.time()
+            summary.update(experiment.run_jobs(tb, resolved["jobs"], out, seed=args.seed,
+                                               time_limit_s=args.time_limit, progress=not args.quiet))
+            cpu1, t1 = ovs_cpu_seconds(), time.time()
+            summary["fidelity"] = experiment.fidelity(out, tb, cpu0, cpu1, t1 - t0)
+        summary["controller"] = tb.controller_stats()
+        summary["ok"] = not summary.get("workload_failed", False)
+        code = EXIT_OK if summary["ok"] else EXIT_FAILED
+    except Interrupted as exc:
+        LOG.error("interrupted (%s); tearing down", exc)
+        summary["error"] = f"interrupted: {exc}"
+        code = 130
+    except TestbedError as exc:
+        LOG.error("%s", exc)
+        summary["error"] = str(exc)
+    finally:
+        # A second Ctrl-C must not cut the teardown short.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        LOG.info("[4/4] teardown")
+        tb.stop()
+        summary["timings"] = dict(tb.timings)
+        summary["finished_at"] = time.time()
+        if not args.no_workload and "jobs" in summary:
+            try:
+                summary.update(experiment.analyse(out, summary))
+            except Exception as exc:  # analysis must never hide the run's own result
+                LOG.warning("analysis failed: %s", exc)
+                summary["analysis_error"] = str(exc)
+        with open(os.path.join(out, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2, default=str)
+    experiment.print_summary(summary, out)
+    return code
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    try:
+        resolved = validate(args)
+        preflight()
+    except BadInput as exc:
+        sys.stderr.write(f"run.py: {exc}\n")
+        return EXIT_BAD_INPUT
+    removed = clean_stale()
+    if removed:
+        LOG.warning("removed the leftovers of an earlier run that was killed: %s", "; ".join(removed))
+
+    def on_signal(signum, frame):
+        raise Interrupted(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    return run(args, resolved)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""Leaf-spine fabric as a pure Mininet topology graph.
+
+``LeafSpine`` only adds nodes and links (with their rates as link options), so it can be built and inspected
+without root. Every leaf connects to every spine; hosts hang off leaves. Names, DPIDs and addresses are fixed
+by position so that the controller, the workloads and the analysis agree on them without discovery:
+
+* spines ``sp1..spS`` with DPID 0x100+i, leaves ``lf1..lfL`` with DPID 0x200+i;
+* hosts ``h1..hN`` numbered leaf by leaf (lf1 holds h1..hK), host ``hk`` has IP 10.0.0.k/8 and MAC 00:00:00:00:00:kk.
+
+Port numbers are taken from the order links are added: on a leaf, ports 1..K go to its hosts and ports K+1..K+S
+to spines 1..S; on a spine, port l goes to leaf l. ``FabricLayout`` records all of that for the controller.
+
+Oversubscription at a leaf = (K x host rate) / (S x fabric rate).
+
+Also usable as ``sudo mn --custom testbed/topo.py --topo leafspine,2,4,4 --switch ovs,datapath=user --controller none``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, asdict
+from typing import Dict, List, Tuple
+
+try:  # The graph is importable without mininet (e.g. in tests of pure code).
+    from mininet.topo import Topo
+except ImportError:  # pragma: no cover
+    class Topo:  # type: ignore[no-redef]
+        def __init__(self, *args, **params):
+            self._nodes, self._links = {}, []
+            self.build(*args, **params)
+
+        def addSwitch(self, name, **opts):
+            self._nodes[name] = dict(opts, isSwitch=True)
+            return name
+
+        def addHost(self, name, **opts):
+            self._nodes[name] = dict(opts)
+            return name
+
+        def addLink(self, a, b, **opts):
+            self._links.append((a, b, opts))
+
+MAX_HOSTS = 250  # one /8 with last-octet addressing and 2-hex-digit MACs
+
+
+def spine_name(i: int) -> str:
+    return f"sp{i}"
+
+
+def leaf_name(i: int) -> str:
+    return f"lf{i}"
+
+
+def host_name(k: int) -> str:
+    return f"h{k}"
+
+
+def host_ip(k: int) -> str:
+    return f"10.0.0.{k}"
+
+
+def host_mac(k: int) -> str:
+    return "00:00:00:00:{:02x}:{:02x}".format(k // 256, k % 256)
+
+
+@dataclass(frozen=True)
+class FabricSpec:
+    """The shape and rates of a leaf-spine fabric."""
+
+    spines: int = 2
+    leaves: int = 4
+    hosts_per_leaf: int = 4
+    host_rate_mbps: float = 10.0
+    fabric_rate_mbps: float = 10.0
+
+    @property
+    def hosts(self) -> int:
+        return self.leaves * self.hosts_per_leaf
+
+    @property
+    def oversubscription(self) -> float:
+        return (self.hosts_per_leaf * self.host_rate_mbps) / (self.spines * self.fabric_rate_mbps)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first impossible parameter."""
+        if self.spines < 1:
+            raise ValueError(f"--spines must be >= 1 (got {self.spines})")
+        if self.leaves < 1:
+            raise ValueError(f"--leaves must be >= 1 (got {self.leaves})")
+        if self.hosts_per_leaf < 1:
+            raise ValueError(f"--hosts-per-leaf must be >= 1 (got {self.hosts_per_leaf})")
+        if self.hosts > MAX_HOSTS:
+            raise ValueError(f"{self.hosts} hosts exceed the addressing limit of {MAX_HOSTS}")
+        if self.leaves * self.hosts_per_leaf < 2:
+            raise ValueError("the fabric needs at least 2 hosts")
+        for flag, rate in (("--host-rate", self.host_rate_mbps), ("--fabric-rate", self.fabric_rate_mbps)):
+            if not 0.1 <= rate <= 10000:
+                raise ValueError(f"{flag} must be between 0.1 and 10000 Mbit/s (got {rate})")
+
+
+def spine_dpid(i: int) -> int:
+    return 0x100 + i
+
+
+def leaf_dpid(i: int) -> int:
+    return 0x200 + i
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    name: str
+    ip: str
+    mac: str
+    leaf: int          # 1-based leaf number
+    leaf_port: int     # port on the leaf that faces the host
+
+
+@dataclass(frozen=True)
+class FabricLayout:
+    """Everything the controller needs to know of the fabric, derived from a FabricSpec alone."""
+
+    spec: FabricSpec
+    hosts: Tuple[HostInfo, ...]
+
+    @classmethod
+    def from_spec(cls, spec: FabricSpec) -> "FabricLayout":
+        hosts = []
+        for leaf in range(1, spec.leaves + 1):
+            for j in range(1, spec.hosts_per_leaf + 1):
+                k = (leaf - 1) * spec.hosts_per_leaf + j
+                hosts.append(HostInfo(host_name(k), host_ip(k), host_mac(k), leaf, j))
+        return cls(spec, tuple(hosts))
+
+    def leaf_uplink_port(self, spine: int) -> int:
+        """Port on any leaf that goes to spine ``spine`` (1-based)."""
+        return self.spec.hosts_per_leaf + spine
+
+    def spine_port(self, leaf: int) -> int:
+        """Port on any spine that goes to leaf ``leaf`` (1-based)."""
+        return leaf
+
+    def switch_dpids(self) -> Dict[str, int]:
+        d = {spine_name(i): spine_dpid(i) for i in range(1, self.spec.spines + 1)}
+        d.update({leaf_name(i): leaf_dpid(i) for i in range(1, self.spec.leaves + 1)})
+        return d
+
+    def host_tuples(self) -> List[Tuple[str, str, int]]:
+        """(name, ip, leaf index from 0) in fabric order, as the scenario placement expects."""
+        return [(h.name, h.ip, h.leaf - 1) for h in self.hosts]
+
+    def to_dict(self) -> dict:
+        return {"spec": asdict(self.spec), "hosts": [asdict(h) for h in self.hosts],
+                "dpids": self.switch_dpids()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FabricLayout":
+        return cls(FabricSpec(**d["spec"]), tuple(HostInfo(**h) for h in d["hosts"]))
+
+
+class LeafSpine(Topo):
+    """Leaf-spine topology: every leaf linked to every spine, ``hosts_per_leaf`` hosts on each leaf.
+
+    Link options carry ``bw`` (Mbit/s) for reference; the testbed shapes links with its own priority trees
+    (testbed/qos.py) rather than TCLink's, so plain links are used.
+    """
+
+    def build(self, spines=2, leaves=4, hosts_per_leaf=4, host_rate_mbps=10.0, fabric_rate_mbps=10.0):
+        spec = FabricSpec(int(spines), int(leaves), int(hosts_per_leaf), float(host_rate_mbps),
+                          float(fabric_rate_mbps))
+        spec.validate()
+        self.spec = spec
+        layout = FabricLayout.from_spec(spec)
+        self.layout = layout
+        spine_names = [self.addSwitch(spine_name(i), dpid="%016x" % spine_dpid(i), protocols="OpenFlow13")
+                       for i in range(1, spec.spines + 1)]
+        leaf_names = [self.addSwitch(leaf_name(i), dpid="%016x" % leaf_dpid(i), protocols="OpenFlow13")
+                      for i in range(1, spec.leaves + 1)]
+        # Host links first, so leaf ports 1..K face hosts (FabricLayout relies on this order).
+        for h in layout.hosts:
+            self.addHost(h.name, ip=h.ip + "/8", mac=h.mac)
+            self.addLink(h.name, leaf_names[h.leaf - 1], port2=h.leaf_port, bw=spec.host_rate_mbps)
+        for li, leaf in enumerate(leaf_names, start=1):
+            for si, spine in enumerate(spine_names, start=1):
+                self.addLink(leaf, spine, port1=layout.leaf_uplink_port(si), port2=layout.spine_port(li),
+                             bw=spec.fabric_rate_mbps)
+
+
+topos = {"leafspine": LeafSpine}
