@@ -77,6 +77,8 @@ class ControlClient:
 
 
 class Testbed:
+    __test__ = False  # not a test class, despite the name
+
     def __init__(self, spec: FabricSpec, out_dir: str, scheduler: str = "ecmp",
                  scheduler_params: Optional[dict] = None, jobs: Sequence[JobSpec] = (),
                  poll_interval_s: float = 0.1, class_floor: float = qos.DEFAULT_FLOOR,

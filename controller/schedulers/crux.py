@@ -1,0 +1,280 @@
+"""Crux: job-level priority by GPU intensity, least-loaded spines, and priority compression.
+
+Crux (SIGCOMM 2024) gives every flow of a job the same priority, ranked by how much GPU work the job's
+communication holds up. All quantities are per training iteration and computed from the placed jobs and the
+fabric alone, so the policy is static: ``decide`` returns the same rules for every flow of every bucket from the
+start, and no operation events are needed.
+
+Traffic model. Job j has N_j workers in a ring and G_j gradient bytes per iteration. Each rank sends
+B_j = 2 (N_j - 1) / N_j * G_j bytes to the next rank (ring all-reduce). A hop between hosts on the same leaf
+uses host->leaf and leaf->host; a hop across leaves also uses leaf->spine and spine->leaf on its spine. With
+bytes_{j,e} the bytes of job j on link e (rate C_e):
+
+    t_j = max_e bytes_{j,e} * 8 / C_e                      communication time at the job's bottleneck link
+    W_j = compute_s_j * N_j                                GPU-seconds of computation per iteration
+    I_j = W_j / t_j                                        GPU intensity (GPU-seconds per communication-second)
+
+t_j is an isolated estimate (no other job on the fabric) with the job's own path rule: one spine for all its
+cross-leaf hops under ``paths=job`` (spines are symmetric, so which one does not matter), and the cross-leaf
+bytes spread evenly over the spines under ``paths=hop`` or ``paths=hashed``. It therefore depends on the job and
+its placement, never on the other jobs.
+
+Overlap correction. DDP hides part of the communication behind computation: bucket 0 starts when its
+gradients are ready, and the rest of the backward pass runs while it is sent; with ``overlap`` semantics the
+next forward pass also starts as soon as the first layers' bucket has arrived. The window that can hide
+communication is
+
+    H_j = (backward_s - backward_s of bucket 0) [+ (forward_s - forward_s of the last bucket) if overlap]
+
+and the fraction of the communication that stays exposed (the GPU waits for it) is
+
+    k_j = max(min_exposed, 1 - overlap_scale * H_j / t_j),        P_j = k_j * I_j.
+
+A job whose communication hides behind its computation loses little when it is delayed, so it ranks lower;
+``min_exposed`` keeps such jobs ordered by intensity rather than collapsing them all to 0, and
+``overlap_scale = 0`` turns the correction off (P_j = I_j).
+
+Paths. Jobs in decreasing P_j take spines greedily. The load of a link is the sum of the seconds per iteration
+already assigned to it (bytes * 8 / rate). ``paths=job``: the job puts all its cross-leaf hops on the spine that
+minimises (largest resulting load on the leaf-spine links it would use, their total load, spine index); one
+spine per job keeps a ring's hops on equal paths. ``paths=hop``: the same choice made per ring hop, which
+balances better when a job has many cross-leaf hops. ``paths=hashed``: spine None (ECMP), priority only.
+
+Classes. Two jobs contend when their link sets (with the chosen paths; hashed hops count on every spine)
+intersect. P_j is compressed into the 8 classes with ``compression.compress`` using that contention, so the
+highest-priority job gets class 7 and merges fall between jobs that never meet or that differ least.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+
+from controller.schedulers.base import Scheduler
+from controller.schedulers.compression import compress, count_changes
+from workloads.model import Decision, FabricView, FlowKey, JobSpec
+
+PATH_MODES = ("job", "hop", "hashed")
+
+#: (job index, rank) -> spine of the hop from that rank to the next (None: hashed, or the hop stays in a leaf).
+PathMap = Dict[Tuple[int, int], Optional[int]]
+
+
+@dataclass(frozen=True)
+class Link:
+    """A directed link of the leaf-spine fabric. Hosts are named by IP, switches ``leaf<i>`` / ``spine<i>``."""
+
+    src: str
+    dst: str
+
+    @property
+    def is_host_link(self) -> bool:
+        return not (self.src.startswith(("leaf", "spine")) and self.dst.startswith(("leaf", "spine")))
+
+
+@dataclass(frozen=True)
+class JobIntensity:
+    """Crux's numbers for one job (per iteration)."""
+
+    job: int
+    compute_gpu_s: float   # W_j
+    comm_s: float          # t_j, isolated bottleneck estimate
+    intensity: float       # I_j = W_j / t_j (inf when the job sends nothing over the network)
+    exposed: float         # k_j
+    priority: float        # P_j = k_j * I_j
+
+
+def check_placed(job: JobSpec) -> None:
+    """Policies build flows from addresses, so a job must be placed before a scheduler sees it."""
+    if job.workers >= 2 and len(job.addresses) < job.workers:
+        raise ValueError(f"job {job.index} ({job.name}) has {job.workers} workers but "
+                         f"{len(job.addresses)} addresses: place it before scheduling")
+
+
+def per_rank_bytes(job: JobSpec) -> float:
+    """Bytes each rank sends per iteration in a ring all-reduce: 2 (N-1)/N * G."""
+    n = job.workers
+    return 2.0 * (n - 1) / n * job.model.gradient_bytes if n >= 2 else 0.0
+
+
+def ring_hops(job: JobSpec) -> List[Tuple[int, str, str]]:
+    """(rank, source IP, destination IP) of every hop of the job's ring."""
+    if job.workers < 2:
+        return []
+    return [(r, job.addresses[r], job.addresses[(r + 1) % job.workers]) for r in range(job.workers)]
+
+
+def link_rate_bps(fabric: FabricView, link: Link) -> float:
+    return (fabric.host_rate_mbps if link.is_host_link else fabric.fabric_rate_mbps) * 1e6
+
+
+def hop_links(fabric: FabricView, src_ip: str, dst_ip: str, spine: Optional[int]) -> List[Tuple[Link, float]]:
+    """Links of one hop with the share of its bytes each carries; spine None spreads evenly over all spines."""
+    if src_ip == dst_ip:
+        return []  # same host: never reaches a switch
+    src_leaf, dst_leaf = fabric.leaf_of(src_ip), fabric.leaf_of(dst_ip)
+    links = [(Link(src_ip, f"leaf{src_leaf}"), 1.0), (Link(f"leaf{dst_leaf}", dst_ip), 1.0)]
+    if src_leaf != dst_leaf:
+        spines = [spine] if spine is not None else list(range(fabric.spines))
+        share = 1.0 / len(spines)
+        for s in spines:
+            links += [(Link(f"leaf{src_leaf}", f"spine{s}"), share), (Link(f"spine{s}", f"leaf{dst_leaf}"), share)]
+    return links
+
+
+def job_link_bytes(fabric: FabricView, job: JobSpec, paths: Optional[Mapping[Tuple[int, int], Optional[int]]] = None,
+                   spine: Optional[int] = None) -> Dict[Link, float]:
+    """bytes_{j,e}: per-iteration bytes of the job on every link it uses.
+
+    The spine of rank r's hop is ``paths[(job, r)]`` when ``paths`` is given, else ``spine`` (None: spread).
+    """
+    out: Dict[Link, float] = {}
+    nbytes = per_rank_bytes(job)
+    for rank, src, dst in ring_hops(job):
+        s = paths.get((job.index, rank)) if paths is not None else spine
+        for link, share in hop_links(fabric, src, dst, s):
+            out[link] = out.get(link, 0.0) + share * nbytes
+    return out
+
+
+def bottleneck_time(fabric: FabricView, link_bytes: Mapping[Link, float]) -> float:
+    """max_e bytes_e * 8 / C_e in seconds (0 when no link is used)."""
+    return max((b * 8.0 / link_rate_bps(fabric, e) for e, b in link_bytes.items()), default=0.0)
+
+
+def overlap_window(job: JobSpec) -> float:
+    """H_j: computation that can run while the job communicates (see the module docstring)."""
+    buckets = job.model.buckets
+    if not buckets:
+        return 0.0
+    window = job.model.backward_s - buckets[0].backward_s
+    if job.semantics == "overlap":
+        window += job.model.forward_s - buckets[-1].forward_s
+    return max(window, 0.0)
+
+
+def job_intensity(fabric: FabricView, job: JobSpec, overlap_scale: float = 1.0, min_exposed: float = 0.1,
+                  paths: str = "job") -> JobIntensity:
+    """I_j, k_j and P_j of one job, with t_j estimated in isolation under the given path rule."""
+    spine = 0 if paths == "job" and fabric.spines > 0 else None
+    t = bottleneck_time(fabric, job_link_bytes(fabric, job, spine=spine))
+    w = job.model.compute_s * job.workers
+    if t <= 0.0:
+        return JobIntensity(job.index, w, 0.0, math.inf, 1.0, math.inf)
+    exposed = max(min_exposed, 1.0 - overlap_scale * overlap_window(job) / t)
+    exposed = min(exposed, 1.0)
+    return JobIntensity(job.index, w, t, w / t, exposed, exposed * w / t)
+
+
+def select_paths(fabric: FabricView, jobs: Sequence[JobSpec], priority: Mapping[int, float],
+                 mode: str = "job") -> PathMap:
+    """Spine of every ring hop: jobs in decreasing priority each take the least-loaded spine(s)."""
+    if mode not in PATH_MODES:
+        raise ValueError(f"unknown path mode {mode!r}; known: {', '.join(PATH_MODES)}")
+    paths: PathMap = {}
+    load: Dict[Link, float] = {}  # seconds per iteration already assigned
+    order = sorted(jobs, key=lambda j: (-priority.get(j.index, 0.0), j.index))
+    for job in order:
+        hops = ring_hops(job)
+        cross = [(r, s, d) for r, s, d in hops if fabric.leaf_of(s) != fabric.leaf_of(d)]
+        for r, _, _ in hops:
+            paths[(job.index, r)] = None
+        if mode == "hashed" or not cross or fabric.spines < 1:
+            continue
+        nbytes = per_rank_bytes(job)
+        groups = [cross] if mode == "job" else [[h] for h in cross]
+        for group in groups:
+            best_key, best_spine, best_own = None, 0, {}
+            for spine in range(fabric.spines):
+                own: Dict[Link, float] = {}
+                for _, src, dst in group:
+                    for link, share in hop_links(fabric, src, dst, spine):
+                        if not link.is_host_link:
+                            own[link] = own.get(link, 0.0) + share * nbytes * 8.0 / link_rate_bps(fabric, link)
+                after = [load.get(e, 0.0) + v for e, v in own.items()]
+                key = (max(after), sum(after), spine)
+                if best_key is None or key < best_key:
+                    best_key, best_spine, best_own = key, spine, own
+            for link, v in best_own.items():
+                load[link] = load.get(link, 0.0) + v
+            for r, _, _ in group:
+                paths[(job.index, r)] = best_spine
+    return paths
+
+
+def contending_jobs(fabric: FabricView, jobs: Sequence[JobSpec], paths: PathMap) -> Set[FrozenSet[int]]:
+    """Pairs of jobs whose link sets intersect under the given paths (hashed hops count on every spine)."""
+    users: Dict[Link, List[int]] = {}
+    for job in jobs:
+        for link, b in job_link_bytes(fabric, job, paths=paths).items():
+            if b > 0:
+                users.setdefault(link, []).append(job.index)
+    pairs: Set[FrozenSet[int]] = set()
+    for idx in users.values():
+        for i, a in enumerate(idx):
+            for b in idx[i + 1:]:
+                if a != b:
+                    pairs.add(frozenset((a, b)))
+    return pairs
+
+
+def pairs_of(pairs: Iterable[FrozenSet]) -> List[Tuple]:
+    """Frozenset pairs as tuples, the form ``compress`` takes."""
+    return [tuple(p) for p in pairs if len(p) == 2]
+
+
+def validate_path_params(params: Mapping) -> None:
+    if params["paths"] not in PATH_MODES:
+        raise ValueError(f"paths must be one of {', '.join(PATH_MODES)}, not {params['paths']!r}")
+
+
+class CruxScheduler(Scheduler):
+    """Job-level priority P_j = k_j * I_j, least-loaded spine per job, contention-aware compression."""
+
+    name = "crux"
+    period_s = None  # static: nothing changes after the first decision
+    defaults = {
+        "overlap_scale": 1.0,   # weight of the overlap window H_j in k_j (0: no correction, P_j = I_j)
+        "min_exposed": 0.1,     # floor of k_j, keeps fully hidden jobs ordered by intensity
+        "paths": "job",         # job | hop | hashed
+    }
+
+    def __init__(self, fabric: FabricView, jobs: Sequence[JobSpec], params: Optional[Mapping] = None):
+        super().__init__(fabric, jobs, params)
+        validate_path_params(self.params)
+        if float(self.params["overlap_scale"]) < 0:
+            raise ValueError("overlap_scale must be >= 0")
+        if not 0 < float(self.params["min_exposed"]) <= 1:
+            raise ValueError("min_exposed must be in (0, 1]")
+        for job in self.jobs:
+            check_placed(job)
+        self.intensities: Dict[int, JobIntensity] = {
+            j.index: job_intensity(fabric, j, float(self.params["overlap_scale"]), float(self.params["min_exposed"]),
+                                   self.params["paths"])
+            for j in self.jobs
+        }
+        priority = {i: ji.priority for i, ji in self.intensities.items()}
+        self.paths = select_paths(fabric, self.jobs, priority, self.params["paths"])
+        self.contention = contending_jobs(fabric, self.jobs, self.paths)
+        networked = {i: p for i, p in priority.items() if self.intensities[i].comm_s > 0}
+        self.classes: Dict[int, int] = compress(networked, contention=pairs_of(self.contention))
+        self.changes = 0
+        self._rules = self._build_rules()
+        self._last: Dict[FlowKey, Decision] = {}
+
+    def _build_rules(self) -> Dict[FlowKey, Decision]:
+        rules: Dict[FlowKey, Decision] = {}
+        for job in self.jobs:
+            if job.index not in self.classes:
+                continue
+            cls = self.classes[job.index]
+            for bucket in range(len(job.model.buckets)):
+                for rank in range(job.workers):
+                    rules[job.flow(rank, bucket)] = Decision(cls, self.paths.get((job.index, rank)))
+        return rules
+
+    def decide(self, now: float) -> Dict[FlowKey, Decision]:
+        rules = dict(self._rules)
+        self.changes += count_changes(self._last, rules)
+        self._last = rules
+        return rules

@@ -1,0 +1,235 @@
+"""The workload phase of a run and what is computed from it: workers, progress, fidelity, summary.
+
+``run_jobs`` starts one worker process per rank in its Mininet host (``python -m workloads.worker``), shows a
+progress bar of finished iterations, enforces the time limit and summarises the workers' ground truth
+(workloads/truth.py). ``fidelity`` says whether the emulation kept up: the OVS forwarding thread's CPU and the
+achieved versus configured rate of every switch port, from the controller's counters. ``analyse`` adds the
+reconstruction of GPU idle time from the counters (testbed/reconstruct.py) and its error against the truth.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from typing import Dict, List, Sequence
+
+from workloads.model import JobSpec
+
+LOG = logging.getLogger("flux.run")
+
+OVS_CPU_LIMIT = 0.85        # fraction of one core above which ovs-vswitchd starts dropping fidelity
+RATE_TOLERANCE = 1.05       # achieved/configured above this means a port was not shaped as configured
+
+
+class _LogTail:
+    """Counts finished iterations in a worker's JSONL log without re-reading it."""
+
+    def __init__(self, path: str):
+        self.path, self.offset, self.iterations, self.buf = path, 0, 0, ""
+
+    def poll(self) -> int:
+        try:
+            with open(self.path) as f:
+                f.seek(self.offset)
+                chunk = f.read()
+                self.offset = f.tell()
+        except FileNotFoundError:
+            return self.iterations
+        self.buf += chunk
+        *lines, self.buf = self.buf.split("\n")
+        for line in lines:
+            if '"iteration"' in line and '"type": "iteration"' in line or '"type":"iteration"' in line:
+                self.iterations += 1
+        return self.iterations
+
+
+def run_jobs(tb, jobs: Sequence[JobSpec], out: str, seed: int, time_limit_s: float, progress: bool = True) -> dict:
+    from workloads import truth
+
+    job_dir = os.path.join(out, "jobs")
+    worker_dir = os.path.join(out, "workers")
+    os.makedirs(job_dir, exist_ok=True)
+    os.makedirs(worker_dir, exist_ok=True)
+    # Connecting all rings takes a moment; every job's iteration 0 starts at a common origin plus its offset.
+    origin = time.time() + 2.0 + 0.05 * sum(j.workers for j in jobs)
+    procs: List[tuple] = []
+    tails: List[_LogTail] = []
+    logs: Dict[str, List[str]] = defaultdict(list)
+    for job in jobs:
+        job_file = os.path.join(job_dir, f"{job.name}.json")
+        with open(job_file, "w") as f:
+            json.dump(job.to_dict(), f, indent=1)
+        for rank in range(job.workers):
+            log = os.path.join(worker_dir, f"{job.name}-r{rank}.jsonl")
+            stderr = open(os.path.join(worker_dir, f"{job.name}-r{rank}.stderr"), "w")
+            p = tb.host_popen(job.hosts[rank], [sys.executable, "-m", "workloads.worker", "--job-file", job_file,
+                                                "--rank", str(rank), "--events-socket", tb.events_socket,
+                                                "--log", log, "--seed", str(seed),
+                                                "--start-at", f"{origin + job.start_offset_s:.6f}"],
+                              stdout=stderr, stderr=subprocess.STDOUT)
+            procs.append((job, rank, p, stderr))
+            logs[job.name].append(log)
+            if rank == 0:
+                tails.append(_LogTail(log))
+    total = sum(j.iterations for j in jobs)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=total, unit="it", desc="iterations (all jobs)", file=sys.stderr, leave=False)
+    started = time.time()
+    failed = []
+    timed_out = False
+    try:
+        while True:
+            running = [x for x in procs if x[2].poll() is None]
+            if bar is not None:
+                done = sum(t.poll() for t in tails)
+                bar.update(done - bar.n)
+            if not running:
+                break
+            if time.time() - started > time_limit_s:
+                timed_out = True
+                LOG.error("time limit of %.0f s reached; stopping the workers", time_limit_s)
+                break
+            time.sleep(0.5)
+    finally:
+        if bar is not None:
+            bar.close()
+        for job, rank, p, stderr in procs:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(3)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(3)
+            stderr.close()
+            if p.returncode != 0:
+                failed.append(f"{job.name} rank {rank} (exit {p.returncode})")
+    wall = time.time() - started
+    if failed:
+        LOG.error("workers failed: %s (see %s/*.stderr)", ", ".join(failed), worker_dir)
+    job_summaries = []
+    for job in jobs:
+        s = {"name": job.name, "model": job.model.name, "workers": job.workers, "iterations": job.iterations,
+             "hosts": list(job.hosts)}
+        try:
+            s.update(truth.summarize_job(logs[job.name]))
+        except Exception as exc:  # a broken log must be reported, not crash the summary
+            s["error"] = f"cannot summarise logs: {exc}"
+        job_summaries.append(s)
+    valid = [s for s in job_summaries if "gpu_utilization" in s]
+    cluster = {"gpu_utilization": truth.cluster_utilization(valid) if valid else None,
+               "gpus": sum(j.workers for j in jobs)}
+    return {"jobs": job_summaries, "cluster": cluster, "workload_wall_s": wall,
+            "workload_failed": bool(failed) or timed_out, "workers_failed": failed, "timed_out": timed_out}
+
+
+def configured_port_rates(tb) -> Dict[tuple, float]:
+    """(dpid, port) -> configured egress rate in Mbit/s."""
+    from testbed.topo import leaf_dpid, spine_dpid
+    spec = tb.spec
+    rates = {}
+    for leaf in range(1, spec.leaves + 1):
+        for port in range(1, spec.hosts_per_leaf + spec.spines + 1):
+            rates[(leaf_dpid(leaf), port)] = spec.host_rate_mbps if port <= spec.hosts_per_leaf \
+                else spec.fabric_rate_mbps
+    for spine in range(1, spec.spines + 1):
+        for port in range(1, spec.leaves + 1):
+            rates[(spine_dpid(spine), port)] = spec.fabric_rate_mbps
+    return rates
+
+
+def port_rate_series(path: str, window_s: float = 1.0) -> Dict[tuple, List[tuple]]:
+    """(dpid, port) -> [(time, tx Mbit/s over the last ``window_s``)] from port_stats.csv."""
+    samples: Dict[tuple, List[tuple]] = defaultdict(list)
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            samples[(int(row["dpid"]), int(row["port"]))].append((float(row["time"]), int(row["tx_bytes"])))
+    series = {}
+    for key, pts in samples.items():
+        pts.sort()
+        out, j = [], 0
+        for i, (t, b) in enumerate(pts):
+            while pts[j][0] < t - window_s:
+                j += 1
+            if i > j and t - pts[j][0] >= 0.5 * window_s:
+                out.append((t, (b - pts[j][1]) * 8 / (t - pts[j][0]) / 1e6))
+        series[key] = out
+    return series
+
+
+def fidelity(out: str, tb, cpu0, cpu1, wall_s: float) -> dict:
+    """Did the emulation keep up? OVS CPU and achieved vs configured port rates, with warnings."""
+    warnings = []
+    result: dict = {"wall_s": wall_s}
+    if cpu0 is not None and cpu1 is not None and wall_s > 0:
+        frac = (cpu1 - cpu0) / wall_s
+        result["ovs_vswitchd_cpu"] = frac
+        if frac > OVS_CPU_LIMIT:
+            warnings.append(f"ovs-vswitchd used {frac:.0%} of a core: the emulator was saturated, rates and "
+                            f"timings may be distorted")
+    path = os.path.join(out, "port_stats.csv")
+    if os.path.exists(path):
+        rates = configured_port_rates(tb)
+        series = port_rate_series(path)
+        ports = []
+        for key, pts in series.items():
+            if key not in rates or not pts:
+                continue
+            peak = max(r for _, r in pts)
+            ports.append({"dpid": key[0], "port": key[1], "configured_mbps": rates[key], "peak_mbps": peak,
+                          "peak_fraction": peak / rates[key]})
+        ports.sort(key=lambda p: -p["peak_fraction"])
+        result["ports"] = ports
+        result["peak_port_fraction"] = ports[0]["peak_fraction"] if ports else None
+        over = [p for p in ports if p["peak_fraction"] > RATE_TOLERANCE]
+        if over:
+            warnings.append(f"{len(over)} ports exceeded their configured rate by more than "
+                            f"{RATE_TOLERANCE - 1:.0%} (shaping not effective)")
+        busy = [p for p in ports if p["peak_fraction"] > 0.5]
+        result["ports_above_half_rate"] = len(busy)
+    result["warnings"] = warnings
+    result["faithful"] = not warnings
+    for w in warnings:
+        LOG.warning("FIDELITY: %s", w)
+    return result
+
+
+def analyse(out: str, summary: dict) -> dict:
+    """Post-run analysis from the files in ``out``: reconstruction of idle time from counters."""
+    from testbed import reconstruct
+    return reconstruct.analyse_run(out, summary)
+
+
+def print_summary(summary: dict, out: str) -> None:
+    print()
+    status = "OK" if summary.get("ok") else "FAILED"
+    print(f"run {summary.get('run_id')}: {status}" + (f" ({summary['error']})" if summary.get("error") else ""))
+    jobs = summary.get("jobs") or []
+    if jobs:
+        print(f"  {'job':<12} {'model':<12} {'workers':>7} {'iters':>5} {'iter mean s':>11} {'GPU util':>8} "
+              f"{'util (counters)':>15}")
+        for j in jobs:
+            mean = j.get("iteration_time_mean_s")
+            util = j.get("gpu_utilization")
+            rec = j.get("gpu_utilization_reconstructed")
+            print(f"  {j['name']:<12} {j['model']:<12} {j['workers']:>7} {j['iterations']:>5} "
+                  f"{'-' if mean is None else f'{mean:.3f}':>11} {'-' if util is None else f'{util:.3f}':>8} "
+                  f"{'-' if rec is None else f'{rec:.3f}':>15}")
+        cu = (summary.get("cluster") or {}).get("gpu_utilization")
+        if cu is not None:
+            print(f"  cluster GPU utilisation: {cu:.3f}")
+    ctl = summary.get("controller") or {}
+    if ctl.get("reaction_latency_ms_median") is not None:
+        print(f"  controller: {ctl.get('flowmods')} flow-mods, reaction latency median "
+              f"{ctl['reaction_latency_ms_median']:.1f} ms / p99 {ctl['reaction_latency_ms_p99']:.1f} ms")
+    fid = summary.get("fidelity") or {}
+    for w in fid.get("warnings", []):
+        print(f"  WARNING: {w}")
+    print(f"  results: {out}/summary.json")

@@ -1,0 +1,394 @@
+"""Each scheduling policy's defining behaviour on small hand-built fabrics and jobs (no network needed).
+
+The fabric: 2 spines, 2 leaves, 4 hosts per leaf (10.0.0.1-4 on leaf 0, 10.0.0.5-8 on leaf 1), hosts at
+10 Mbit/s and leaf-spine links at 20 Mbit/s.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from controller.schedulers.base import EcmpScheduler
+from controller.schedulers.bytescheduler import ByteScheduler, bucket_class
+from controller.schedulers.compression import compress, compress_log
+from controller.schedulers.crux import CruxScheduler, job_intensity, overlap_window, select_paths
+from controller.schedulers.flux import FluxScheduler
+from controller.schedulers.registry import SCHEDULERS, make_scheduler, parse_params, scheduler_names
+from workloads.model import Bucket, Decision, FabricView, JobSpec, ModelProfile, OperationEvent, OperationId
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "schedulers.md"
+
+
+# -- builders --------------------------------------------------------------------------------------------------
+
+
+def make_fabric(spines=2, leaves=2, per_leaf=4, host_mbps=10.0, fabric_mbps=20.0) -> FabricView:
+    host_leaf = tuple((f"10.0.0.{i + 1}", i // per_leaf) for i in range(leaves * per_leaf))
+    return FabricView(spines, leaves, host_leaf, host_mbps, fabric_mbps)
+
+
+def make_model(name="m", buckets=4, bucket_bytes=250_000, forward_s=0.01, backward_s=0.02) -> ModelProfile:
+    """``buckets`` equal buckets; forward_s / backward_s are per bucket."""
+    return ModelProfile(name=name, gpu="test", batch_size=1,
+                        buckets=tuple(Bucket(i, bucket_bytes, forward_s, backward_s) for i in range(buckets)))
+
+
+def make_job(index, hosts, model, semantics="overlap") -> JobSpec:
+    """A job whose rank r runs on host 10.0.0.<hosts[r]>."""
+    return JobSpec(index=index, name=f"job{index}", model=model, workers=len(hosts), iterations=10,
+                   semantics=semantics, hosts=tuple(f"h{h}" for h in hosts),
+                   addresses=tuple(f"10.0.0.{h}" for h in hosts))
+
+
+def launch(job, bucket, t, needed_at, iteration=0, rank=None):
+    """Launch events of one operation (every rank, or one)."""
+    nbytes = job.model.buckets[bucket].nbytes
+    ranks = range(job.workers) if rank is None else [rank]
+    return [OperationEvent("launch", job.index, r, iteration, bucket, t, nbytes=nbytes, needed_at=needed_at)
+            for r in ranks]
+
+
+def feed(sched, events, now):
+    for ev in events:
+        sched.on_event(ev, now)
+
+
+def job_class(decisions, job, bucket=None):
+    """The single class of a job's flows (of one bucket, or of all buckets)."""
+    buckets = [bucket] if bucket is not None else range(len(job.model.buckets))
+    classes = {decisions[f].priority_class for b in buckets for f in job.flows(b)}
+    assert len(classes) == 1, classes
+    return classes.pop()
+
+
+# Intensities: HEAVY computes long on a small gradient, LIGHT computes little on a large one.
+HEAVY = make_model("heavy", buckets=4, bucket_bytes=100_000, forward_s=0.1, backward_s=0.2)
+LIGHT = make_model("light", buckets=4, bucket_bytes=400_000, forward_s=0.01, backward_s=0.02)
+
+
+# -- ByteScheduler -----------------------------------------------------------------------------------------------
+
+
+def test_bytescheduler_first_layer_buckets_get_higher_class_in_every_job():
+    fabric = make_fabric()
+    a = make_job(0, [1, 5], make_model(buckets=4))
+    b = make_job(1, [2, 3, 6], make_model(buckets=6))
+    rules = ByteScheduler(fabric, [a, b]).decide(0.0)
+    for job in (a, b):
+        classes = [job_class(rules, job, bucket) for bucket in range(len(job.model.buckets))]
+        assert classes == sorted(classes) and len(set(classes)) == len(classes)
+        assert classes[0] == 0 and classes[-1] == 7  # first layers (highest index) most urgent
+        assert all(rules[f].spine is None for bk in range(len(job.model.buckets)) for f in job.flows(bk))
+    assert len(rules) == 2 * 4 + 3 * 6  # every flow of every bucket, up front
+
+
+def test_bytescheduler_ignores_other_jobs():
+    fabric = make_fabric()
+    a = make_job(0, [1, 5], HEAVY)
+    b = make_job(1, [2, 6], LIGHT)  # very different intensity, same bucket count
+    alone = ByteScheduler(fabric, [a]).decide(0.0)
+    both = ByteScheduler(fabric, [a, b]).decide(0.0)
+    assert {f: both[f] for f in alone} == alone
+    for bucket in range(4):
+        assert job_class(both, a, bucket) == job_class(both, b, bucket)
+
+
+def test_bytescheduler_rank_mapping():
+    assert [bucket_class(b, 10, "rank") for b in range(10)] == [0, 0, 0, 1, 2, 3, 4, 5, 6, 7]
+    assert [bucket_class(b, 3, "linear") for b in range(3)] == [0, 4, 7]
+    assert bucket_class(0, 1) == 7
+
+
+# -- Crux --------------------------------------------------------------------------------------------------------
+
+
+def test_crux_intensity_by_hand():
+    fabric = make_fabric()
+    model = make_model(buckets=1, bucket_bytes=1_000_000, forward_s=0.2, backward_s=0.2)
+    job = make_job(0, [1, 5], model, semantics="wait_all")
+    ji = job_intensity(fabric, job)
+    # Each rank sends 2*(2-1)/2 * 1 MB = 8 Mbit: 0.8 s on its 10 Mbit/s host link (0.4 s on the 20 Mbit/s fabric).
+    assert ji.comm_s == pytest.approx(0.8)
+    assert ji.compute_gpu_s == pytest.approx(0.8)  # 0.4 s x 2 GPUs
+    assert ji.intensity == pytest.approx(1.0)
+    # One bucket, wait_all: nothing can hide the communication.
+    assert overlap_window(job) == 0.0 and ji.exposed == 1.0 and ji.priority == pytest.approx(1.0)
+
+
+def test_crux_overlap_correction_lowers_hidden_jobs():
+    fabric = make_fabric()
+    model = make_model(buckets=4, bucket_bytes=50_000, forward_s=0.05, backward_s=0.1)
+    job = make_job(0, [1, 5], model)
+    ji = job_intensity(fabric, job)
+    # H = 0.4 - 0.1 + 0.2 - 0.05 = 0.45 s >= t = 0.16 s: fully hidden, k at its floor.
+    assert overlap_window(job) == pytest.approx(0.45)
+    assert ji.exposed == pytest.approx(0.1)
+    assert job_intensity(fabric, job, overlap_scale=0.0).priority == pytest.approx(ji.intensity)
+
+
+def test_crux_higher_intensity_job_gets_higher_class_on_all_its_flows():
+    fabric = make_fabric()
+    heavy = make_job(0, [1, 5], HEAVY)
+    light = make_job(1, [2, 6], LIGHT)
+    sched = CruxScheduler(fabric, [light, heavy], {"overlap_scale": 0.0})
+    assert sched.intensities[0].intensity > sched.intensities[1].intensity
+    rules = sched.decide(0.0)
+    assert job_class(rules, heavy) > job_class(rules, light)
+    assert job_class(rules, heavy) == 7
+    assert len(rules) == 2 * 4 * 2  # static: all flows of all buckets without any event
+    assert sched.decide(1.0) == rules
+
+
+def test_crux_least_loaded_spine_spreads_jobs():
+    fabric = make_fabric()
+    jobs = [make_job(i, [1 + i, 5 + i], make_model(bucket_bytes=100_000 * (i + 1))) for i in range(4)]
+    rules = CruxScheduler(fabric, jobs).decide(0.0)
+    spines = []
+    for job in jobs:
+        used = {rules[f].spine for b in range(4) for f in job.flows(b)}
+        assert len(used) == 1  # one spine per job
+        spines.append(used.pop())
+    assert sorted(spines) == [0, 0, 1, 1]
+    # The two jobs sent first (largest priority) take different spines.
+    sched = CruxScheduler(fabric, jobs)
+    order = sorted(jobs, key=lambda j: -sched.intensities[j.index].priority)
+    assert sched.paths[(order[0].index, 0)] != sched.paths[(order[1].index, 0)]
+
+
+def test_crux_intra_leaf_hops_stay_hashed_and_hop_mode_balances():
+    fabric = make_fabric()
+    local = make_job(0, [1, 2, 3], make_model())
+    rules = CruxScheduler(fabric, [local]).decide(0.0)
+    assert all(d.spine is None for d in rules.values())
+    # Four ranks alternating leaves: four cross-leaf hops; per-hop choice uses both spines.
+    ring = make_job(1, [1, 5, 2, 6], make_model())
+    paths = select_paths(fabric, [ring], {1: 1.0}, mode="hop")
+    assert {paths[(1, r)] for r in range(4)} == {0, 1}
+    assert all(d.spine is None for d in CruxScheduler(fabric, [ring], {"paths": "hashed"}).decide(0).values())
+
+
+def test_compress_twelve_keys_into_eight_classes_keeps_order_and_separates_contenders():
+    scores = {f"j{i}": 2.0 ** i for i in range(12)}
+    # j0..j5 contend in a chain; j6..j11 share no link with anyone, so merging them costs nothing.
+    contention = [(f"j{i}", f"j{i + 1}") for i in range(5)]
+    classes = compress(scores, levels=8, contention=contention)
+    ordered = [classes[f"j{i}"] for i in range(12)]
+    assert ordered == sorted(ordered)
+    assert classes["j11"] == 7 and classes["j0"] == 0
+    assert len({classes[f"j{i}"] for i in range(6)}) == 6  # contending jobs of different intensity kept apart
+    assert len(set(ordered)) == 8
+
+
+def test_compress_without_contention_info_clusters_log_scores():
+    scores = {"a": 1.0, "b": 1.1, "c": 100.0, "d": 110.0, "e": 1e4}
+    classes = compress(scores, levels=3)
+    assert classes["a"] == classes["b"] == 0
+    assert classes["c"] == classes["d"] == 1
+    assert classes["e"] == 2
+
+
+def test_compress_few_keys_get_own_spaced_classes_and_ties_share():
+    classes = compress({"a": 1.0, "b": 1.0, "c": 2.0, "d": 1000.0})
+    assert classes["a"] == classes["b"] == 0
+    assert classes["d"] == 7
+    assert 0 < classes["c"] < 3  # close to a and b on the log scale, far from d
+    assert compress({"only": 5.0}) == {"only": 7}
+    assert compress({}) == {}
+    assert compress_log({"x": -1e6, "y": 0.0}, levels=2) == {"x": 0, "y": 1}
+
+
+def test_crux_compresses_twelve_jobs_in_intensity_order():
+    fabric = make_fabric(per_leaf=12)
+    jobs = [make_job(i, [1 + i, 13 + i], make_model(bucket_bytes=50_000 * (i + 1))) for i in range(12)]
+    sched = CruxScheduler(fabric, jobs, {"overlap_scale": 0.0})
+    rules = sched.decide(0.0)
+    by_priority = sorted(jobs, key=lambda j: sched.intensities[j.index].priority)
+    classes = [job_class(rules, j) for j in by_priority]
+    assert classes == sorted(classes) and classes[-1] == 7 and set(classes) <= set(range(8))
+    assert len(set(classes)) == 8
+
+
+# -- Flux --------------------------------------------------------------------------------------------------------
+
+
+def _two_tenant_world():
+    fabric = make_fabric()
+    heavy = make_job(0, [1, 5], HEAVY)
+    light = make_job(1, [2, 6], LIGHT)
+    return fabric, heavy, light
+
+
+def test_flux_lifts_a_stalling_light_job_above_an_intensive_job_with_slack():
+    fabric, heavy, light = _two_tenant_world()
+    crux = CruxScheduler(fabric, [heavy, light]).decide(0.0)
+    assert job_class(crux, heavy) > job_class(crux, light)  # Crux: the intensive job always first
+
+    flux = FluxScheduler(fabric, [heavy, light])
+    t = 100.0
+    feed(flux, launch(heavy, 3, t, needed_at=t + 2.0), t)   # needed in 2 s: plenty of slack
+    feed(flux, launch(light, 3, t, needed_at=t + 0.05), t)
+    feed(flux, [OperationEvent("wait", light.index, 0, 0, 3, t + 0.05)], t + 0.05)
+    rules = flux.decide(t + 0.05)
+    scores = flux.scores(t + 0.05)
+    assert scores[OperationId(0, 0, 3)].intensity > scores[OperationId(1, 0, 3)].intensity
+    assert scores[OperationId(1, 0, 3)].waiting and scores[OperationId(0, 0, 3)].slack_s > 1.0
+    assert job_class(rules, light, 3) > job_class(rules, heavy, 3) >= 1
+    # Flows of buckets with no live operation stay in class 0, but keep the job's spine.
+    assert job_class(rules, light, 0) == 0
+    assert rules[heavy.flow(0, 0)].spine is not None
+
+
+def test_flux_intensity_decides_between_equally_urgent_operations():
+    fabric, heavy, light = _two_tenant_world()
+    flux = FluxScheduler(fabric, [heavy, light])
+    t = 0.0
+    feed(flux, launch(heavy, 3, t, needed_at=t + 1.0), t)
+    feed(flux, launch(light, 3, t, needed_at=t + 1.0 + 0.24), t)  # light sends 4x the bytes: same slack
+    rules = flux.decide(t)
+    scores = flux.scores(t)
+    assert scores[OperationId(1, 0, 3)].slack_s == pytest.approx(scores[OperationId(0, 0, 3)].slack_s)
+    assert job_class(rules, heavy, 3) > job_class(rules, light, 3)
+
+
+def test_flux_urgency_grows_as_slack_shrinks():
+    fabric, heavy, light = _two_tenant_world()
+    flux = FluxScheduler(fabric, [heavy, light])
+    feed(flux, launch(light, 2, 0.0, needed_at=1.0), 0.0)
+    urgencies = []
+    for now in (0.0, 0.2, 0.4, 0.6, 0.8):
+        flux.decide(now)
+        (score,) = flux.scores(now).values()
+        urgencies.append(score.urgency)
+    assert urgencies == sorted(urgencies) and urgencies[0] < urgencies[-1] <= 1.0
+    assert urgencies[-1] == pytest.approx(1.0)  # 0.2 s left, 0.32 s of sending: it will stall
+    # An operation launched now with the slack the older one started with ranks below it: the older one's
+    # urgency has grown since its launch.
+    feed(flux, launch(light, 1, 0.8, needed_at=1.8), 0.8)
+    rules = flux.decide(0.8)
+    assert job_class(rules, light, 2) > job_class(rules, light, 1)
+
+
+def test_flux_progress_lowers_urgency_and_done_clears_the_class():
+    fabric, heavy, light = _two_tenant_world()
+    flux = FluxScheduler(fabric, [heavy, light], {"min_dwell_s": 0.0})
+    feed(flux, launch(light, 0, 0.0, needed_at=0.5), 0.0)
+    before = flux.scores(0.1)
+    feed(flux, [OperationEvent("progress", light.index, r, 0, 0, 0.1, bytes_done=300_000) for r in range(2)], 0.1)
+    after = flux.scores(0.1)
+    op = next(iter(after))
+    assert after[op].slack_s > before[op].slack_s and after[op].urgency < before[op].urgency
+    assert job_class(flux.decide(0.1), light, 0) >= 1
+    feed(flux, [OperationEvent("done", light.index, r, 0, 0, 0.2) for r in range(2)], 0.2)
+    assert job_class(flux.decide(0.2), light, 0) == 0
+
+
+def _oscillate(params):
+    """Two operations of one job whose slack order flips on every step; returns the scheduler."""
+    fabric, heavy, light = _two_tenant_world()
+    flux = FluxScheduler(fabric, [heavy, light], params)
+    # Per-rank bytes of a LIGHT bucket: 400 kB. 12.5 kB of progress is 10 ms of sending at 10 Mbit/s.
+    step_bytes = 12_500
+    feed(flux, launch(light, 1, 0.0, needed_at=3.0), 0.0)
+    feed(flux, launch(light, 2, 0.0, needed_at=3.005), 0.0)
+    done = {1: 0, 2: 0}
+    now = 0.0
+    for k in range(40):
+        now += 0.01
+        bucket = 1 if k % 2 == 0 else 2
+        done[bucket] += step_bytes
+        feed(flux, [OperationEvent("progress", light.index, r, 0, bucket, now, bytes_done=done[bucket])
+                    for r in range(2)], now)
+        flux.decide(now)
+    return flux
+
+
+def test_flux_hysteresis_prevents_flapping():
+    flapping = _oscillate({"hysteresis": 0.0, "min_dwell_s": 0.0})
+    stable = _oscillate({})
+    assert flapping.op_changes >= 30 and flapping.changes >= 60
+    assert stable.op_changes <= 2
+    # Dwell time alone also bounds the rate: at most one change per operation per 50 ms.
+    dwell_only = _oscillate({"hysteresis": 0.0, "min_dwell_s": 0.05})
+    assert dwell_only.op_changes <= 2 * (0.4 / 0.05) + 2
+
+
+def test_flux_wait_bypasses_dwell_time():
+    fabric, heavy, light = _two_tenant_world()
+    flux = FluxScheduler(fabric, [heavy, light], {"min_dwell_s": 10.0})
+    feed(flux, launch(heavy, 3, 0.0, needed_at=1.0), 0.0)
+    feed(flux, launch(light, 3, 0.0, needed_at=3.0), 0.0)
+    rules = flux.decide(0.0)
+    assert job_class(rules, heavy, 3) > job_class(rules, light, 3)
+    feed(flux, [OperationEvent("wait", light.index, 1, 0, 3, 0.01)], 0.01)
+    rules = flux.decide(0.01)  # well within the dwell time, yet the stalled operation is lifted at once
+    assert job_class(rules, light, 3) > job_class(rules, heavy, 3)
+
+
+def test_flux_without_events_pins_paths_only():
+    fabric, heavy, light = _two_tenant_world()
+    flux = FluxScheduler(fabric, [heavy, light])
+    rules = flux.decide(0.0)
+    assert {d.priority_class for d in rules.values()} == {0}
+    assert {d.spine for d in rules.values()} == {0, 1}  # the two cross-leaf jobs on different spines
+    assert flux.decide(0.1) == rules and flux.period_s == 0.1
+
+
+# -- registry and parameters -------------------------------------------------------------------------------------
+
+
+def test_registry_builds_every_scheduler():
+    fabric, heavy, light = _two_tenant_world()
+    assert scheduler_names() == ["bytescheduler", "crux", "ecmp", "flux"]
+    assert SCHEDULERS["ecmp"] is EcmpScheduler
+    for name in scheduler_names():
+        sched = make_scheduler(name, fabric, [heavy, light])
+        assert sched.name == name
+        assert isinstance(sched.defaults, dict)
+        assert all(isinstance(d, Decision) for d in sched.decide(0.0).values())
+
+
+def test_unknown_scheduler_and_parameter_errors():
+    fabric, heavy, light = _two_tenant_world()
+    with pytest.raises(ValueError, match=r"^unknown scheduler 'x'; known: bytescheduler, crux, ecmp, flux$"):
+        make_scheduler("x", fabric, [heavy])
+    with pytest.raises(ValueError, match="no parameter"):
+        make_scheduler("flux", fabric, [heavy], {"beta": 1})
+    with pytest.raises(ValueError, match="alpha"):
+        make_scheduler("flux", fabric, [heavy], {"alpha": 2})
+    with pytest.raises(ValueError, match="paths"):
+        make_scheduler("crux", fabric, [heavy], {"paths": "random"})
+    with pytest.raises(ValueError, match="mapping"):
+        make_scheduler("bytescheduler", fabric, [heavy], {"mapping": "reverse"})
+    unplaced = JobSpec(index=2, name="unplaced", model=LIGHT, workers=2, iterations=1)
+    with pytest.raises(ValueError, match="place it"):
+        make_scheduler("crux", fabric, [unplaced])
+
+
+def test_parse_params_converts_numbers():
+    assert parse_params(["alpha=0.5", "min_dwell_s=1e-2", "n=3", "paths=hop", "flag=true"]) == {
+        "alpha": 0.5, "min_dwell_s": 0.01, "n": 3, "paths": "hop", "flag": True}
+    assert parse_params([]) == {}
+    with pytest.raises(ValueError):
+        parse_params(["alpha"])
+    fabric, heavy, light = _two_tenant_world()
+    sched = make_scheduler("flux", fabric, [heavy, light], parse_params(["alpha=0.7", "tau_s=0.1"]))
+    assert sched.params["alpha"] == 0.7 and sched.params["tau_s"] == 0.1
+
+
+def test_every_parameter_is_documented():
+    text = DOCS.read_text()
+    for name, cls in SCHEDULERS.items():
+        assert f"`{name}`" in text
+        for param in cls.defaults:
+            assert f"`{param}`" in text, (name, param)
+
+
+def test_scores_are_finite_for_unknown_deadlines():
+    fabric, heavy, light = _two_tenant_world()
+    flux = FluxScheduler(fabric, [heavy, light])
+    feed(flux, launch(heavy, 0, 0.0, needed_at=0.0), 0.0)  # needed_at unknown
+    (score,) = flux.scores(0.0).values()
+    assert math.isinf(score.slack_s) and 0 < score.urgency < 1e-6 and math.isfinite(score.log_score)
+    assert job_class(flux.decide(0.0), heavy, 0) >= 1

@@ -1,0 +1,82 @@
+"""Pure tests of the fabric graph, the DSCP-to-class map and the runner's input validation (no root needed)."""
+import pytest
+
+from testbed import qos
+from testbed.topo import FabricLayout, FabricSpec, LeafSpine, leaf_dpid, spine_dpid
+
+
+def test_leafspine_graph_counts_and_ports():
+    topo = LeafSpine(spines=2, leaves=3, hosts_per_leaf=4, host_rate_mbps=10, fabric_rate_mbps=20)
+    assert len(topo.hosts()) == 12
+    assert sorted(topo.switches()) == ["lf1", "lf2", "lf3", "sp1", "sp2"]
+    # every leaf is linked to every spine exactly once, each host to one leaf
+    links = topo.links(withInfo=True)
+    assert len(links) == 12 + 3 * 2
+    layout = FabricLayout.from_spec(topo.spec)
+    for a, b, info in links:
+        if a.startswith("lf") and b.startswith("sp"):
+            assert info["port1"] == layout.leaf_uplink_port(int(b[2:]))
+            assert info["port2"] == layout.spine_port(int(a[2:]))
+            assert info["bw"] == 20
+        if a.startswith("h"):
+            assert info["bw"] == 10
+    assert topo.spec.oversubscription == pytest.approx(4 * 10 / (2 * 20))
+
+
+def test_layout_addresses_and_dpids_are_unique():
+    layout = FabricLayout.from_spec(FabricSpec(4, 8, 8, 10, 10))
+    ips = [h.ip for h in layout.hosts]
+    macs = [h.mac for h in layout.hosts]
+    assert len(set(ips)) == len(ips) == 64
+    assert len(set(macs)) == 64
+    dpids = layout.switch_dpids()
+    assert len(set(dpids.values())) == 12
+    assert dpids["sp1"] == spine_dpid(1) and dpids["lf8"] == leaf_dpid(8)
+    assert layout.hosts[8].leaf == 2 and layout.hosts[8].leaf_port == 1
+    assert FabricLayout.from_dict(layout.to_dict()) == layout
+
+
+@pytest.mark.parametrize("kwargs, word", [
+    (dict(spines=0), "--spines"), (dict(leaves=0), "--leaves"), (dict(hosts_per_leaf=0), "--hosts-per-leaf"),
+    (dict(host_rate_mbps=0), "--host-rate"), (dict(fabric_rate_mbps=1e6), "--fabric-rate"),
+    (dict(leaves=1, hosts_per_leaf=1), "at least 2 hosts"), (dict(leaves=20, hosts_per_leaf=20), "addressing"),
+])
+def test_impossible_fabrics_are_rejected(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        FabricSpec(**kwargs).validate()
+
+
+def test_dscp_class_map_roundtrip_and_order():
+    for c in range(8):
+        assert qos.dscp_to_class(qos.class_to_dscp(c)) == c
+        assert qos.tos_byte(c) == qos.class_to_dscp(c) << 2
+    # class 7 is served first: lowest HTB prio number
+    assert [qos.htb_prio(c) for c in range(8)] == [7, 6, 5, 4, 3, 2, 1, 0]
+    assert qos.dscp_to_class(46) == 0  # EF is not a class selector: best effort like tc's default class
+    with pytest.raises(ValueError):
+        qos.class_to_dscp(8)
+
+
+def test_tree_commands_shape():
+    cmds = qos.tree_commands("lf1-eth1", 10.0)
+    text = [" ".join(c) for c in cmds]
+    assert text[0].startswith("tc qdisc replace dev lf1-eth1 root handle 1: htb default 10")
+    assert any("classid 1:1 htb rate 10000kbit ceil 10000kbit" in t for t in text)
+    filters = [t for t in text if " filter " in t]
+    assert len(filters) == 7  # class 0 is the default class, no filter needed
+    assert any("match ip tos 0xe0 0xfc flowid 1:17" in t for t in filters)
+    fifos = [t for t in text if "pfifo limit" in t]
+    assert len(fifos) == 8 and all(t.endswith(f"limit {qos.queue_packets(10.0)}") for t in fifos)
+    with pytest.raises(ValueError):
+        qos.tree_commands("x", 10, floor=0.2)
+
+
+def test_parse_class_stats():
+    out = """class htb 1:1 root rate 10Mbit ceil 10Mbit burst 1600b cburst 1600b
+ Sent 5000 bytes 40 pkt (dropped 0, overlimits 0 requeues 0)
+class htb 1:17 parent 1:1 leaf 107: prio 0 rate 100Kbit ceil 10Mbit burst 1600b cburst 1600b
+ Sent 4000 bytes 30 pkt (dropped 0, overlimits 0 requeues 0)
+class htb 1:11 parent 1:1 leaf 101: prio 6 rate 100Kbit ceil 10Mbit burst 1600b cburst 1600b
+ Sent 1000 bytes 10 pkt (dropped 0, overlimits 0 requeues 0)
+"""
+    assert qos.parse_class_stats(out) == {7: (4000, 30), 1: (1000, 10)}
