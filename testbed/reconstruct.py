@@ -4,11 +4,12 @@ An operator sees only the network. The controller polls one byte counter per dat
 rule of rank r's flow for bucket b) every ``poll_interval_s``. From those series and the jobs' profiles (which
 the scheduler also has), but never from the workers' logs, we estimate per job:
 
-* operation boundaries: each operation on bucket b moves V_b bytes through rank r's flow (the same every
-  iteration; estimated as the final counter divided by the number of operations). Operation k of the flow
-  starts when the cumulative counter first exceeds k x V_b and ends when it reaches (k+1) x V_b; crossing times
-  are interpolated linearly between polls, and a start is placed where the first interval's bytes would begin at
-  the flow's typical rate (so a start is not biased towards the earlier poll);
+* operation boundaries: a flow is idle between its operations (the next operation on a bucket cannot start
+  before the next iteration's backward pass), so runs of polls in which its counter grew are its operations.
+  When the runs do not number the iterations (idle gaps shorter than the polling interval), the counter is cut
+  by volume instead: each operation moves the same V_b bytes, so operation k spans the crossings of k x V_b and
+  (k+1) x V_b (interpolated between polls). A start is placed where the first busy interval's bytes would
+  begin at the flow's typical rate, so it is not biased towards the earlier poll;
 * iteration time: bucket 0 is launched at the same point of every iteration (right after the backward pass of
   the last layers), so the spacing of bucket 0's operation starts is the iteration time;
 * GPU idle per iteration = iteration time - C, where C is the profile's compute time per iteration (forward +
@@ -32,6 +33,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from workloads.model import JobSpec
 
 Series = List[Tuple[float, int]]
+HANDSHAKE_BYTES = 1024  # SYN, SYN-ACK's ACK and the ring's 8-byte hello, with headers, stay below this
 
 
 def load_flow_series(path: str) -> Dict[Tuple[int, int, int], Series]:
@@ -64,18 +66,58 @@ def _crossing(series: Series, level: float) -> Optional[Tuple[int, float]]:
     return None
 
 
-def operation_intervals(series: Series, operations: int) -> List[Tuple[float, float]]:
+def _bursts(series: Series, noise_bytes: int = 200) -> List[Tuple[int, int]]:
+    """(first, last) sample indices of each run of polls in which the counter grew, runs split by idle polls.
+
+    Increments below ``noise_bytes`` (a lone ACK or FIN) do not start a burst."""
+    bursts, first = [], None
+    for i in range(1, len(series)):
+        grew = series[i][1] - series[i - 1][1] > (0 if first is not None else noise_bytes)
+        if grew and first is None:
+            first = i
+        elif not grew and first is not None:
+            bursts.append((first, i - 1))
+            first = None
+    if first is not None:
+        bursts.append((first, len(series) - 1))
+    return bursts
+
+
+def operation_intervals(series: Series, operations: int, min_spacing_s: float = 0.0) -> List[Tuple[float, float]]:
     """(start, end) of each of ``operations`` equal-volume operations seen in one flow's counter series."""
     if not series or operations < 1 or series[-1][1] <= 0:
         return []
-    volume = series[-1][1] / operations
-    # The flow's typical sending rate: median of the non-idle polling intervals.
+    # Connection set-up (SYN, handshake) happens long before the first operation and is a few hundred bytes:
+    # count from the last sample still within that, or the first operation would seem to start at connect time.
+    rough = series[-1][1] / operations
+    base_limit = min(HANDSHAKE_BYTES, 0.25 * rough)
+    base_index = max((i for i, (_, b) in enumerate(series) if b <= base_limit), default=None)
+    base = series[base_index][1] if base_index is not None else 0
+    series = series[base_index:] if base_index is not None else series
+    volume = (series[-1][1] - base) / operations
+    # Typical sending rate: median over polling intervals in which the flow moved bytes.
     rates = [(b1 - b0) / (t1 - t0) for (t0, b0), (t1, b1) in zip(series, series[1:]) if b1 > b0 and t1 > t0]
     rate = statistics.median(rates) if rates else None
+    bursts = []
+    for first, last in _bursts(series):
+        # Operations of one flow start at least an iteration (>= the compute time) apart: a burst that starts
+        # sooner is the same operation, paused for longer than a polling interval.
+        if bursts and series[first][0] - series[bursts[-1][0]][0] < 0.5 * min_spacing_s:
+            bursts[-1] = (bursts[-1][0], last)
+        else:
+            bursts.append((first, last))
+    if len(bursts) == operations:
+        out = []
+        for first, last in bursts:
+            t_prev, b_prev = series[first - 1]
+            t_i, b_i = series[first]
+            start = max(t_prev, t_i - (b_i - b_prev) / rate) if rate else t_prev
+            out.append((start, series[last][0]))
+        return out
     out = []
     for k in range(operations):
-        start = _crossing(series, k * volume + 0.001 * volume)
-        end = _crossing(series, (k + 1) * volume - 0.001 * volume)
+        start = _crossing(series, base + k * volume + 0.001 * volume)
+        end = _crossing(series, base + (k + 1) * volume - 0.001 * volume)
         if start is None or end is None:
             break
         i, t_start = start
@@ -83,35 +125,39 @@ def operation_intervals(series: Series, operations: int) -> List[Tuple[float, fl
             # Place the start so that the bytes counted in the first busy interval were sent at the typical rate.
             t_prev, b_prev = series[i - 1]
             t_i, b_i = series[i]
-            sent = b_i - max(b_prev, k * volume)
+            sent = b_i - max(b_prev, base + k * volume)
             t_start = max(t_prev, t_i - sent / rate)
         out.append((t_start, end[1]))
     return out
 
 
 def reconstruct_job(job: JobSpec, series: Dict[Tuple[int, int, int], Series], thin_factor: int = 1) -> dict:
-    """Counter-only estimate of one job's iteration time, idle time and utilisation."""
+    """Counter-only estimate of one job's iteration time, idle time and utilisation.
+
+    Every bucket of every rank gives one estimate of the mean iteration time (the spacing of its operation
+    starts, first to last); the median of those is robust to a flow whose counter was hard to segment."""
     compute = job.model.compute_s
-    periods, comm = [], []
-    starts_by_rank = {}
+    spans, periods, comm = [], [], []
+    first_starts = None
+    per_rank_ends = []
     for rank in range(job.workers):
         per_bucket = {}
         for b in range(len(job.model.buckets)):
             s = thin(series.get((job.index, b, rank), []), thin_factor)
-            per_bucket[b] = operation_intervals(s, job.iterations)
+            iv = operation_intervals(s, job.iterations, compute)
+            per_bucket[b] = iv
+            starts = [a for a, _ in iv]
+            if len(starts) == job.iterations and len(starts) > 1:
+                spans.append((starts[-1] - starts[0]) / (len(starts) - 1))
+                periods += [y - x for x, y in zip(starts, starts[1:])]
         first = per_bucket.get(0, [])
-        starts = [s for s, _ in first]
-        starts_by_rank[rank] = starts
-        periods += [b - a for a, b in zip(starts, starts[1:])]
-        for k, start in enumerate(starts):
+        for k, (start, _) in enumerate(first):
             ends = [iv[k][1] for iv in per_bucket.values() if len(iv) > k]
-            if ends:
-                comm.append(max(ends) - start)
-    if not periods:
-        return {"error": "no complete operations in the flow counters"}
-    # Mean period per rank from its first and last start: the interior boundary errors cancel.
-    mean_periods = [(st[-1] - st[0]) / (len(st) - 1) for st in starts_by_rank.values() if len(st) > 1]
-    iteration = statistics.mean(mean_periods)
+            comm.append(max(ends) - start)
+        per_rank_ends.append(len(first))
+    if not spans:
+        return {"error": "no complete operation sequence in the flow counters"}
+    iteration = statistics.median(spans)
     idle = max(iteration - compute, 0.0)
     return {
         "iteration_time_mean_s": iteration,
@@ -120,7 +166,7 @@ def reconstruct_job(job: JobSpec, series: Dict[Tuple[int, int, int], Series], th
         "gpu_utilization": min(compute / iteration, 1.0) if iteration > 0 else None,
         "comm_time_per_iteration_s": statistics.mean(comm) if comm else None,
         "compute_per_iteration_s": compute,
-        "iterations_seen": 1 + min(len(st) - 1 for st in starts_by_rank.values()),
+        "estimates": len(spans),
     }
 
 

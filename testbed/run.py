@@ -151,7 +151,7 @@ def validate(args) -> dict:
         raise BadInput(f"--scenario: no such file: {path}")
     try:
         scenario = load_scenario(path)
-        resolved = scenario.resolve(layout.host_tuples(), spec.host_rate_mbps, seed=args.seed)
+        resolved = scenario.resolve(layout.host_tuples(), spec.host_rate_mbps)
     except (ScenarioError, ValueError) as exc:
         raise BadInput(str(exc))
     jobs = resolved.jobs
