@@ -7,8 +7,9 @@ Forwarding is proactive, from the fabric layout the runner hands over (no discov
 
 * spine, table 0: one rule per host address -> the port of the host's leaf;
 * leaf, table 0 (the scheduling stage):
-    - priority 100, one rule per data flow (5-tuple) of every job, and one for its reverse direction (ACKs):
-      set DSCP to the flow's class, then either output to the chosen spine or go to table 1 (hashed path);
+    - priority 100, one rule per data flow (5-tuple) of every job: set DSCP to the flow's class, then either
+      output to the chosen spine or go to table 1 (hashed path); and one for its reverse direction (pure ACKs),
+      always in the top class on a hashed path, written once;
     - priority 10, packets from a host port: DSCP := class 0, go to table 1 (everything not scheduled);
     - priority 10, packets from a spine port: go to table 1 (the DSCP written at the ingress leaf is kept);
 * leaf, table 1: one rule per host address: local host -> its port; remote -> select group over all spines.
@@ -21,8 +22,12 @@ every namespace, so events never cross the data-plane queues); the runner talks 
 second Unix socket (status, pinning a flow to a class, statistics). Every decision change is confirmed with a
 barrier; "reaction latency" is trigger (event received / timer) -> last barrier reply.
 
-Outputs in the run directory (see results/README.md): port_stats.csv, flow_stats.csv, events.csv,
-reactions.csv, decisions.csv, controller_stats.json.
+The app runs as two processes with two OpenFlow connections to every switch: the "scheduler" (rules, events,
+decisions) and the "monitor" (counter polling only), so that parsing large stats replies never delays a
+reaction to an event.
+
+Outputs in the run directory (see results/README.md): port_stats.csv, flow_stats.csv, monitor_stats.json (the
+monitor); events.csv, reactions.csv, decisions.csv, controller_stats.json (the scheduler).
 """
 from __future__ import annotations
 
@@ -53,6 +58,7 @@ FLOW_COOKIE = 1 << 40          # marks per-flow scheduling rules (flow stats are
 PIN_COOKIE = 1 << 41           # flows pinned by the runner (traffic checks, benchmarks)
 PRIO_FLOW, PRIO_DEFAULT = 100, 10
 SELECT_GROUP = 1
+ACK_CLASS = 7                  # class of the ACK direction of every data flow
 MAX_COUNTER = 2 ** 64 - 1      # ports being deleted report all ones
 
 
@@ -99,6 +105,10 @@ class FluxController(app_manager.RyuApp):
         with open(os.environ["FLUX_CONTROLLER_CONFIG"]) as f:
             cfg = json.load(f)
         self.cfg = cfg
+        # Two processes run this app: the "scheduler" owns the rules and reacts to events; the "monitor" only
+        # polls counters over its own OpenFlow connection, so that parsing stats replies (tens of ms of Python
+        # per round) never delays a reaction.
+        self.role = os.environ.get("FLUX_CONTROLLER_ROLE", "scheduler")
         self.layout = FabricLayout.from_dict(cfg["layout"])
         spec = self.layout.spec
         self.jobs = [JobSpec.from_dict(j) for j in cfg["jobs"]]
@@ -130,27 +140,30 @@ class FluxController(app_manager.RyuApp):
 
         self.stats = {"events": 0, "event_latency_s": [], "flowmods": 0, "reactions": [],
                       "decide_calls": 0, "poll_rounds": 0, "started_at": time.time()}
-        self.port_csv = _Csv(os.path.join(self.out, "port_stats.csv"),
-                             ["time", "dpid", "port", "rx_bytes", "tx_bytes", "rx_packets", "tx_packets",
-                              "tx_dropped"])
-        self.flow_csv = _Csv(os.path.join(self.out, "flow_stats.csv"),
-                             ["time", "dpid", "job", "bucket", "rank", "reverse", "packets", "bytes"])
-        self.event_csv = _Csv(os.path.join(self.out, "events.csv"),
-                              ["sent", "received", "kind", "job", "rank", "iteration", "bucket", "bytes_done"])
-        self.reaction_csv = _Csv(os.path.join(self.out, "reactions.csv"),
-                                 ["time", "trigger", "flowmods", "latency_s"])
-        self.decision_csv = _Csv(os.path.join(self.out, "decisions.csv"),
-                                 ["time", "job", "bucket", "rank", "priority_class", "spine"])
-
-        self.events_sock = self._bind_unix(cfg["events_socket"])
-        self.control_sock = self._bind_unix(cfg["control_socket"])
         signal.signal(signal.SIGTERM, self._on_sigterm)
-        for loop in (self._counter_poll_loop, self._worker_event_loop, self._runner_control_loop,
-                     self._periodic_decide_loop,
-                     self._stats_file_loop):
+        if self.role == "monitor":
+            self.port_csv = _Csv(os.path.join(self.out, "port_stats.csv"),
+                                 ["time", "dpid", "port", "rx_bytes", "tx_bytes", "rx_packets", "tx_packets",
+                                  "tx_dropped"])
+            self.flow_csv = _Csv(os.path.join(self.out, "flow_stats.csv"),
+                                 ["time", "dpid", "job", "bucket", "rank", "reverse", "packets", "bytes"])
+            self.control_sock = self._bind_unix(cfg["monitor_socket"])
+            loops = (self._counter_poll_loop, self._runner_control_loop, self._stats_file_loop)
+            LOG.info("monitor: polling %d flows and all ports every %.3f s", len(self.flows), self.poll_s)
+        else:
+            self.event_csv = _Csv(os.path.join(self.out, "events.csv"),
+                                  ["sent", "received", "kind", "job", "rank", "iteration", "bucket", "bytes_done"])
+            self.reaction_csv = _Csv(os.path.join(self.out, "reactions.csv"),
+                                     ["time", "trigger", "flowmods", "latency_s", "decide_and_send_s"])
+            self.decision_csv = _Csv(os.path.join(self.out, "decisions.csv"),
+                                     ["time", "job", "bucket", "rank", "priority_class", "spine"])
+            self.events_sock = self._bind_unix(cfg["events_socket"])
+            self.control_sock = self._bind_unix(cfg["control_socket"])
+            loops = (self._worker_event_loop, self._runner_control_loop, self._periodic_decide_loop,
+                     self._stats_file_loop)
+            LOG.info("scheduler %s, %d jobs, %d flows", self.scheduler.name, len(self.jobs), len(self.flows))
+        for loop in loops:
             hub.spawn(self._guarded, loop)
-        LOG.info("scheduler %s, %d jobs, %d flows, polling every %.3f s", self.scheduler.name, len(self.jobs),
-                 len(self.flows), self.poll_s)
 
     # ---------------------------------------------------------------------------------------------- plumbing
     @staticmethod
@@ -186,6 +199,9 @@ class FluxController(app_manager.RyuApp):
     def _switch_features(self, ev):
         dp = ev.msg.datapath
         parser, ofp = dp.ofproto_parser, dp.ofproto
+        if self.role == "monitor":  # read-only: never touches the rules
+            self._barrier(dp, self._new_group("setup", time.time(), 0, None))
+            return
         # Start from a clean switch: a restarted controller must not inherit stale rules.
         dp.send_msg(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL,
                                       out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY))
@@ -250,20 +266,25 @@ class FluxController(app_manager.RyuApp):
             self._write_flow(dp, flow, decision, PIN_COOKIE, ofp.OFPFC_ADD, reverse_cookie=PIN_COOKIE)
 
     def _write_flow(self, dp, flow: FlowKey, decision: Decision, cookie: int, command: int,
-                    reverse_cookie: int) -> int:
-        """Write the rule for ``flow`` on leaf ``dp`` if it enters there, and its reverse if that does.
+                    reverse_cookie: int, reverse: bool = True) -> int:
+        """Write the rule for ``flow`` on leaf ``dp`` if it enters there, and (``reverse``) its ACK direction.
 
-        Returns the number of flow-mods sent."""
+        The ACK direction always gets ACK_CLASS on a hashed path: pure ACKs are a few percent of the bytes, and a
+        starved ACK stalls its data flow whatever the data flow's class. It is written once, so a decision
+        change costs one flow-mod per flow. Returns the number of flow-mods sent."""
         parser = dp.ofproto_parser
         leaf = self._leaf_number(dp.id)
         src, dst = self.host_by_ip.get(flow.src_ip), self.host_by_ip.get(flow.dst_ip)
         if src is None or dst is None:
             return 0
         sent = 0
-        dscp = class_to_dscp(decision.priority_class)
-        for key, ingress, egress, ck in ((flow, src, dst, cookie), (flow.reversed(), dst, src, reverse_cookie)):
+        directions = [(flow, src, dst, cookie, decision)]
+        if reverse:
+            directions.append((flow.reversed(), dst, src, reverse_cookie, Decision(ACK_CLASS, None)))
+        for key, ingress, egress, ck, decision in directions:
             if ingress.leaf != leaf:
                 continue
+            dscp = class_to_dscp(decision.priority_class)
             match = parser.OFPMatch(eth_type=0x0800, ip_proto=flow.proto, ipv4_src=key.src_ip,
                                     ipv4_dst=key.dst_ip, tcp_src=key.src_port, tcp_dst=key.dst_port)
             actions = [parser.OFPActionSetField(ip_dscp=dscp)]
@@ -303,13 +324,13 @@ class FluxController(app_manager.RyuApp):
         rows = []
         for flow, d in changed.items():
             job, bucket, rank = self.flows[flow]
-            for dpid in {leaf_dpid(self.host_by_ip[flow.src_ip].leaf), leaf_dpid(self.host_by_ip[flow.dst_ip].leaf)}:
+            for dpid in (leaf_dpid(self.host_by_ip[flow.src_ip].leaf),):
                 dp = self.datapaths.get(dpid)
                 if dp is None or dpid not in self.ready:
                     continue
                 n = self._write_flow(dp, flow, d, flow_cookie(job, bucket, rank, False),
                                      dp.ofproto.OFPFC_MODIFY_STRICT,
-                                     reverse_cookie=flow_cookie(job, bucket, rank, True))
+                                     reverse_cookie=flow_cookie(job, bucket, rank, True), reverse=False)
                 if n:
                     touched[dpid] = dp
                     mods += n
@@ -318,6 +339,7 @@ class FluxController(app_manager.RyuApp):
         self.decision_csv.write_many(rows)
         self.stats["flowmods"] += mods
         group = self._new_group(trigger, t0, mods, None)
+        self.groups[group]["sent"] = time.time()
         for dp in touched.values():
             self._barrier(dp, group)
 
@@ -353,7 +375,9 @@ class FluxController(app_manager.RyuApp):
             return
         latency = time.time() - group["t0"]
         self.stats["reactions"].append(latency)
-        self.reaction_csv.write([f"{time.time():.6f}", group["trigger"], group["mods"], f"{latency:.6f}"])
+        sent = group.get("sent")
+        self.reaction_csv.write([f"{time.time():.6f}", group["trigger"], group["mods"], f"{latency:.6f}",
+                                 "" if sent is None else f"{sent - group['t0']:.6f}"])
         if group["reply_to"]:
             self._reply(group["reply_to"], {"ok": True, "latency_s": latency, "flowmods": group["mods"]})
 
@@ -456,7 +480,7 @@ class FluxController(app_manager.RyuApp):
                     self._reply(addr, {"ok": True, "connected": len(self.datapaths), "ready": len(self.ready),
                                        "expected": len(self.leaf_dpids) + len(self.spine_dpids),
                                        "scheduler": self.scheduler.name})
-                elif op == "pin":
+                elif op == "pin" and self.role != "monitor":
                     self._pin(req, addr)
                 elif op == "stats":
                     self._reply(addr, {"ok": True, **self._summary()})
@@ -513,7 +537,7 @@ class FluxController(app_manager.RyuApp):
         }
 
     def _write_stats(self) -> None:
-        path = os.path.join(self.out, "controller_stats.json")
+        path = os.path.join(self.out, "monitor_stats.json" if self.role == "monitor" else "controller_stats.json")
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(self._summary(), f, indent=2, default=str)
