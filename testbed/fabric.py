@@ -39,6 +39,7 @@ from workloads.model import FlowKey, JobSpec
 LOG = logging.getLogger("flux.testbed")
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONTROLLER_NICENESS = {"scheduler": -10, "monitor": 0}
+DGRAM_QLEN = 4096
 
 
 class TestbedError(RuntimeError):
@@ -127,6 +128,7 @@ class Testbed:
         self.state.save()
         for path in (self.events_socket, self.control_socket, self.monitor_socket):
             self.state.add_file(path)
+        self._raise_datagram_queue()
         self._start_controllers()
         t0 = time.time()
         self._build_network()
@@ -162,6 +164,7 @@ class Testbed:
         for path in (self.events_socket, self.control_socket, self.monitor_socket):
             if os.path.exists(path):
                 os.unlink(path)
+        self._restore_datagram_queue()
         # Whatever the steps above missed (a host shell that survived, a bridge OVS did not delete) is removed
         # from the record, by pid and by name.
         leftover = state.leftovers(self.state.data)
@@ -169,6 +172,33 @@ class Testbed:
             LOG.warning("removing leftovers: %s", ", ".join(leftover))
             state.remove(self.state.data)
         self.state.clear()
+
+    def _raise_datagram_queue(self) -> None:
+        """Let bursts of worker events queue at the controller instead of being dropped.
+
+        Linux queues at most ``net.unix.max_dgram_qlen`` (default 10) datagrams on a Unix socket, whatever its
+        buffer; 16 workers launching buckets together exceed that. The limit is taken when the socket is
+        created, so it is raised before the controller starts and restored at stop."""
+        path = "/proc/sys/net/unix/max_dgram_qlen"
+        try:
+            with open(path) as f:
+                self._old_dgram_qlen = f.read().strip()
+            if int(self._old_dgram_qlen) < DGRAM_QLEN:
+                with open(path, "w") as f:
+                    f.write(str(DGRAM_QLEN))
+                self.state.data["dgram_qlen_restore"] = self._old_dgram_qlen
+                self.state.save()
+        except OSError as exc:
+            LOG.warning("cannot raise %s (%s): bursts of events may be dropped", path, exc)
+
+    def _restore_datagram_queue(self) -> None:
+        old = self.state.data.get("dgram_qlen_restore")
+        if old:
+            try:
+                with open("/proc/sys/net/unix/max_dgram_qlen", "w") as f:
+                    f.write(old)
+            except OSError:
+                pass
 
     # ----------------------------------------------------------------------------------------- controller
     def controller_config(self) -> dict:

@@ -139,6 +139,13 @@ def remove(st: Dict) -> List[str]:
             removed.append(f"file {path}")
         except OSError:
             pass
+    if st.get("dgram_qlen_restore"):
+        try:
+            with open("/proc/sys/net/unix/max_dgram_qlen", "w") as f:
+                f.write(st["dgram_qlen_restore"])
+            removed.append("net.unix.max_dgram_qlen restored")
+        except OSError:
+            pass
     try:
         os.unlink(STATE_FILE)
     except FileNotFoundError:

@@ -1,0 +1,115 @@
+"""End-to-end runs of testbed/run.py as root: every scheduler on a multi-tenant scenario, and clean exits
+(normal end, SIGTERM, and SIGKILL followed by the next run's cleanup)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from testbed import state
+
+pytestmark = pytest.mark.root
+
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = [sys.executable, os.path.join(PROJECT_DIR, "testbed", "run.py")]
+SMOKE = os.path.join(PROJECT_DIR, "workloads", "scenarios", "smoke.yaml")
+SMALL = ["--spines", "1", "--leaves", "2", "--hosts-per-leaf", "2", "--scenario", SMOKE]
+
+
+def our_bridges():
+    out = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout.split()
+    return [b for b in out if b.startswith(("sp", "lf"))]
+
+
+def assert_clean(recorded=None):
+    assert not os.path.exists(state.STATE_FILE)
+    assert our_bridges() == []
+    assert not [i for i in os.listdir("/sys/class/net") if i.startswith(("sp", "lf")) and "-eth" in i]
+    if recorded:
+        assert state.leftovers(recorded) == []
+    with open("/proc/sys/net/unix/max_dgram_qlen") as f:
+        assert int(f.read()) < 4096  # restored
+
+
+def wait_for_hosts(proc, timeout=60):
+    """The recorded state once the runner has built the network (host shells recorded)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        st = state.load()
+        if st and any(p["role"].startswith("host") for p in st["processes"]):
+            time.sleep(1.0)  # let it go on into the start phase
+            return state.load()
+        time.sleep(0.1)
+    raise AssertionError("the runner did not build the network in time")
+
+
+@pytest.mark.parametrize("scheduler", ["ecmp", "bytescheduler", "crux", "flux"])
+def test_every_scheduler_runs_the_default_scenario(tmp_path, scheduler):
+    out = tmp_path / scheduler
+    r = subprocess.run(RUN + ["--scheduler", scheduler, "--iterations", "3", "--out", str(out), "-q"],
+                       capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ok"] and summary["config"]["scheduler"] == scheduler
+    assert summary["checks"]["reachability"]["failed"] == []
+    assert summary["checks"]["priority"]["high_share"] >= 0.8
+    assert len(summary["jobs"]) == 2
+    for job in summary["jobs"]:
+        assert 0.0 < job["gpu_utilization"] <= 1.0
+        assert job["iteration_time_mean_s"] > 0
+        assert job["check_failures"] == 0
+        assert job["gpu_utilization_reconstructed"] is not None
+    assert 0.0 < summary["cluster"]["gpu_utilization"] <= 1.0
+    assert summary["versions"]["ryu"] == "4.34" and summary["seed"] == 1
+    assert summary["controller"]["events_received"] > 0
+    if scheduler != "ecmp":
+        assert summary["controller"]["flowmods"] > 0
+    for name in ("config.json", "port_stats.csv", "flow_stats.csv", "events.csv", "controller_stats.json"):
+        assert (out / name).exists(), name
+    assert "cluster GPU utilisation" in r.stdout
+    assert_clean()
+
+
+def test_sigterm_tears_everything_down(tmp_path):
+    proc = subprocess.Popen(RUN + SMALL + ["--out", str(tmp_path / "term")], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    recorded = wait_for_hosts(proc)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert "interrupted" in out
+    assert_clean(recorded)
+    summary = json.loads((tmp_path / "term" / "summary.json").read_text())
+    assert summary["ok"] is False and "interrupted" in summary["error"]
+
+
+def test_next_run_cleans_up_after_sigkill(tmp_path):
+    proc = subprocess.Popen(RUN + SMALL + ["--out", str(tmp_path / "killed")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    recorded = wait_for_hosts(proc)
+    proc.kill()
+    proc.wait(10)
+    assert state.leftovers(recorded), "a SIGKILL should leave the network behind"
+    r = subprocess.run(RUN + SMALL + ["--no-workload", "--skip-checks", "--out", str(tmp_path / "next")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "removed the leftovers of an earlier run" in r.stderr
+    assert_clean(recorded)
+
+
+def test_second_concurrent_run_is_refused(tmp_path):
+    proc = subprocess.Popen(RUN + SMALL + ["--out", str(tmp_path / "first")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for_hosts(proc)
+        r = subprocess.run(RUN + SMALL + ["--out", str(tmp_path / "second")], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 2 and "another run is active" in r.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    assert_clean()
