@@ -1,0 +1,80 @@
+"""What really happens on the wire (root): a scheduler's decision is seen in the packets' DSCP by a capture at
+a switch port and in the port's tc class counters, and a ring all-reduce under a rate limit takes the analytic
+2(N-1)/N x S / B."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from controller.schedulers.registry import make_scheduler
+from testbed.fabric import Testbed
+from testbed.qos import class_to_dscp
+from testbed.topo import FabricLayout, FabricSpec
+from workloads.model import Bucket, FabricView, JobSpec, ModelProfile
+
+pytestmark = pytest.mark.root
+
+
+def view_of(spec):
+    layout = FabricLayout.from_spec(spec)
+    return layout, FabricView(spec.spines, spec.leaves, tuple((h.ip, h.leaf - 1) for h in layout.hosts),
+                              spec.host_rate_mbps, spec.fabric_rate_mbps)
+
+
+def test_bytescheduler_decision_is_visible_on_the_wire(tmp_path):
+    from scapy.all import IP, TCP, AsyncSniffer
+
+    spec = FabricSpec(spines=1, leaves=2, hosts_per_leaf=2)
+    layout, view = view_of(spec)
+    src, dst = layout.hosts[0], layout.hosts[2]  # different leaves: h1 on lf1, h3 on lf2
+    model = ModelProfile("wire", "none", 1, tuple(Bucket(b, 100_000, 0.01, 0.01) for b in range(4)))
+    job = JobSpec(0, "wire", model, 2, 1, hosts=(src.name, dst.name), addresses=(src.ip, dst.ip))
+    expected = make_scheduler("bytescheduler", view, [job]).decide(0.0)
+    with Testbed(spec, str(tmp_path), scheduler="bytescheduler", jobs=[job]) as tb:
+        py = [sys.executable, "-m", "testbed.traffic"]
+        egress = f"lf{dst.leaf}-eth{dst.leaf_port}"  # the switch port that sends to the receiver
+        for bucket in (3, 0):
+            flow = job.flow(0, bucket)
+            want = class_to_dscp(expected[flow].priority_class)
+            sniffer = AsyncSniffer(iface=egress, filter=f"tcp and src port {flow.src_port}", count=20)
+            sniffer.start()
+            time.sleep(0.5)
+            before = tb.class_stats(egress).get(expected[flow].priority_class, (0, 0))[0]
+            server = tb.host_popen(dst.name, py + ["serve", "--bind", dst.ip, "--port", str(flow.dst_port),
+                                                   "--duration", "2"], stdout=subprocess.PIPE)
+            time.sleep(0.3)
+            sender = tb.host_popen(src.name, py + ["send", "--bind", src.ip, "--sport", str(flow.src_port),
+                                                   "--dst", dst.ip, "--port", str(flow.dst_port),
+                                                   "--duration", "2"], stdout=subprocess.PIPE)
+            server.communicate(timeout=30)
+            sender.communicate(timeout=30)
+            sniffer.join(timeout=5)
+            if sniffer.running:
+                sniffer.stop()
+            packets = [p for p in sniffer.results if IP in p and TCP in p]
+            assert len(packets) >= 10
+            assert {p[IP].tos >> 2 for p in packets} == {want}, (bucket, want)
+            after = tb.class_stats(egress).get(expected[flow].priority_class, (0, 0))[0]
+            assert after - before > 500_000  # the bulk of 2 s at 10 Mbit/s went through that class
+    assert expected[job.flow(0, 3)].priority_class > expected[job.flow(0, 0)].priority_class
+
+
+def test_allreduce_time_matches_analytic_under_rate_limit(tmp_path):
+    from testbed import experiment
+
+    spec = FabricSpec(spines=1, leaves=1, hosts_per_leaf=4, host_rate_mbps=10)
+    layout, _ = view_of(spec)
+    size = 1_000_000
+    model = ModelProfile("one-bucket", "none", 1, (Bucket(0, size, 0.001, 0.001),))
+    hosts = layout.hosts[:4]
+    job = JobSpec(0, "ring", model, 4, 3, semantics="wait_all", hosts=tuple(h.name for h in hosts),
+                  addresses=tuple(h.ip for h in hosts))
+    with Testbed(spec, str(tmp_path), scheduler="ecmp", jobs=[job]) as tb:
+        res = experiment.run_jobs(tb, [job], str(tmp_path), seed=1, time_limit_s=120, progress=False)
+    assert not res["workload_failed"], res
+    n = job.workers
+    analytic = 2 * (n - 1) / n * size * 8 / (spec.host_rate_mbps * 1e6)
+    measured = res["jobs"][0]["op_time_p50_s"]
+    assert abs(measured - analytic) / analytic <= 0.10, (measured, analytic)
