@@ -205,8 +205,8 @@ def expand(schedulers: Sequence[str], scenarios: Sequence[str], seeds: Sequence[
     files = [os.path.abspath(s) for s in scenarios]
     labels = scenario_labels(files)
     combos = []
-    for seed, scenario, *values, scheduler in itertools.product(seeds, files, *(a.values for a in axes),
-                                                                 schedulers):
+    grid = itertools.product(seeds, files, *(a.values for a in axes), schedulers)
+    for seed, scenario, *values, scheduler in grid:
         settings = tuple((a.name, v) for a, v in zip(axes, values))
         combos.append(Combo(combo_id(scheduler, labels[scenario], seed, settings), scheduler, labels[scenario],
                             scenario, seed, settings))
@@ -352,6 +352,12 @@ def move_aside(sweep_dir: str, run_dir: str) -> str:
     dest = os.path.join(attempts, f"{base}.{n}")
     os.replace(run_dir, dest)
     return dest
+
+
+def display_path(path: str) -> str:
+    """Relative to the working directory when below it, else absolute."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
 
 
 def last_line(path: str) -> str:
@@ -645,6 +651,8 @@ def run_combo(combo: Combo, out: str, cmd: Sequence[str], attempts: int, child: 
     """``ok``, ``failed``, ``bad-input`` or ``interrupted``."""
     run_dir = os.path.join(out, combo.id)
     for attempt in range(1, attempts + 1):
+        if child.signals:  # stopped between attempts: leave no empty folder behind
+            return "interrupted"
         if run_status(run_dir) in ("failed", "incomplete"):
             move_aside(out, run_dir)
         os.makedirs(run_dir, exist_ok=True)
@@ -657,7 +665,7 @@ def run_combo(combo: Combo, out: str, cmd: Sequence[str], attempts: int, child: 
             return "interrupted"
         summary = load_json(os.path.join(run_dir, "summary.json")) or {}
         reason = summary.get("error") or f"exit {rc}" + ("" if status == "failed" else ", no summary.json")
-        say(f"{combo.id}: attempt {attempt}/{attempts} failed ({reason}); log: {os.path.relpath(log)}")
+        say(f"{combo.id}: attempt {attempt}/{attempts} failed ({reason}); log: {display_path(log)}")
         if rc == EXIT_BAD_INPUT:
             say(f"  {last_line(log)}")
             return "bad-input"
@@ -757,8 +765,8 @@ def _run_locked(args, argv, out, runner, extra, schedulers, scenarios, seeds, ax
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="sweep.py",
-        description="Run testbed/run.py for every combination of schedulers x scenarios x seeds x --set axes, "
-                    "one run folder per combination under --out, resumable, then write <out>/summary.csv.",
+        description="Run testbed/run.py for every combination of schedulers x scenarios x seeds x --set axes,\n"
+                    "one run folder per combination under --out (resumable), then write <out>/summary.csv.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Examples:\n"
                "  sudo python scripts/sweep.py --schedulers ecmp,crux,flux \\\n"
@@ -783,7 +791,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retries", type=int, default=1, metavar="N",
                    help="extra attempts for a failed combination in this invocation (default: %(default)s)")
     p.add_argument("--extra-args", default="", metavar="'ARGS'",
-                   help="more runner arguments for every combination, e.g. \"--iterations 4 --time-limit 600\"")
+                   help="more runner arguments for every combination, e.g. "
+                        "--extra-args=\"--iterations 4 --time-limit 600\"")
     p.add_argument("--runner", default=None, metavar="CMD",
                    help="command that runs one combination (default: this interpreter + testbed/run.py); it gets "
                         "the runner's arguments and must write summary.json into --out")

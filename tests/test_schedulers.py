@@ -392,3 +392,21 @@ def test_scores_are_finite_for_unknown_deadlines():
     (score,) = flux.scores(0.0).values()
     assert math.isinf(score.slack_s) and 0 < score.urgency < 1e-6 and math.isfinite(score.log_score)
     assert job_class(flux.decide(0.0), heavy, 0) >= 1
+
+
+def test_tracker_ignores_events_of_finished_operations():
+    """A worker's "resume" arrives after its "done": it must not bring the operation back to life."""
+    from controller.schedulers.base import OperationTracker
+    from workloads.model import Bucket, JobSpec, ModelProfile, OperationEvent
+
+    model = ModelProfile("m", "none", 1, (Bucket(0, 1000, 0.1, 0.1),))
+    job = JobSpec(0, "j", model, 2, 1, addresses=("10.0.0.1", "10.0.0.2"))
+    tracker = OperationTracker([job])
+    tracker.apply(OperationEvent("launch", 0, 0, 0, 0, 1.0, nbytes=1000, needed_at=2.0))
+    tracker.apply(OperationEvent("wait", 0, 1, 0, 0, 1.1))
+    assert len(tracker.live) == 1 and tracker.live_ops()[0].waiting
+    for rank in (0, 1):
+        tracker.apply(OperationEvent("done", 0, rank, 0, 0, 1.5))
+    tracker.apply(OperationEvent("resume", 0, 1, 0, 0, 1.6))
+    tracker.apply(OperationEvent("progress", 0, 1, 0, 0, 1.7, bytes_done=10))
+    assert tracker.live == {}

@@ -51,6 +51,7 @@ class OperationTracker:
     def __init__(self, jobs: Sequence[JobSpec]):
         self.jobs = {j.index: j for j in jobs}
         self.live: Dict[OperationId, OperationState] = {}
+        self.finished: set = set()
 
     def apply(self, ev: OperationEvent) -> None:
         job = self.jobs.get(ev.job)
@@ -58,7 +59,9 @@ class OperationTracker:
             return
         state = self.live.get(ev.op)
         if state is None:
-            if ev.kind == "done":
+            # A worker's "resume" follows its "done" (the GPU resumes once the result is in), so late events of
+            # a finished operation must not bring it back to life.
+            if ev.kind in ("done", "resume") or ev.op in self.finished:
                 return
             state = self.live[ev.op] = OperationState(ev.op, launched_at=ev.time)
         if ev.nbytes:
@@ -79,6 +82,7 @@ class OperationTracker:
             state.waiting_ranks.discard(ev.rank)
             if len(state.done_ranks) >= job.workers:
                 del self.live[ev.op]
+                self.finished.add(ev.op)
 
     def live_ops(self, job_index: Optional[int] = None):
         return [s for s in self.live.values() if job_index is None or s.op.job == job_index]

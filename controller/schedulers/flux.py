@@ -166,51 +166,55 @@ class FluxScheduler(Scheduler):
 
     # -- decisions ---------------------------------------------------------------------------------------------
 
-    def _op_contention(self, ops: Sequence[OperationId]) -> List[Tuple[OperationId, OperationId]]:
-        pairs = []
-        for i, a in enumerate(ops):
-            for b in ops[i + 1:]:
-                if a.job == b.job or frozenset((a.job, b.job)) in self.contention:
-                    pairs.append((a, b))
-        return pairs
+    def _op_contention(self, ops: Sequence[OperationId]) -> List[Tuple[int, int]]:
+        """Index pairs (i < k) of operations that contend: same job, or jobs that share a link."""
+        contending_jobs = {(a, b) for pair in self.contention for a in pair for b in pair}
+        jobs = [op.job for op in ops]
+        return [(i, k) for i in range(len(ops)) for k in range(i + 1, len(ops))
+                if jobs[i] == jobs[k] or (jobs[i], jobs[k]) in contending_jobs]
 
     def classes(self, now: float) -> Dict[OperationId, int]:
-        """Class 1..7 of every live operation after hysteresis and dwell time; updates the held state."""
+        """Class 1..7 of every live operation after hysteresis and dwell time; updates the held state.
+
+        Compression runs on integer keys (operation indexes): it is called on every event, and hashing
+        dataclass keys in its pairwise loops dominated the controller's CPU."""
         current = self.scores(now)
         for op in [op for op in self._held if op not in current]:
             del self._held[op]
         ops = sorted(current, key=lambda o: (o.job, o.iteration, o.bucket))
-        values = {op: current[op].log_score for op in ops}
+        values = [current[op].log_score for op in ops]
         contention = self._op_contention(ops)
-        fresh = compress_log(values, NUM_CLASSES - 1, contention)
+        fresh = compress_log(dict(enumerate(values)), NUM_CLASSES - 1, contention)
         # A new wait re-ranks everything at once: lifting the stalled operation is useless if the operations it
         # overtakes are held in their classes by their dwell time.
         new_wait = any(sc.waiting and (op not in self._held or not self._held[op].waiting)
                        for op, sc in current.items())
-        out: Dict[OperationId, int] = {}
-        for op in ops:
-            sc, new = current[op], fresh[op] + 1
+        candidates = {}
+        for i, op in enumerate(ops):
             held = self._held.get(op)
+            new = fresh[i] + 1
             if held is None:
-                held = self._held[op] = _Held(new, now, sc.waiting)
-            elif new != held.cls and (new_wait or now - held.since >= self.min_dwell_s) \
-                    and self._beyond_margin(op, values, contention, held.cls, new):
-                held.cls, held.since = new, now
+                self._held[op] = _Held(new, now, current[op].waiting)
+            elif new != held.cls and (new_wait or now - held.since >= self.min_dwell_s):
+                candidates[i] = new
+        if candidates and self.hysteresis > 0:
+            # Margin: pull every candidate's score back towards its held class and compress once more; only
+            # those that still leave their class in the same direction move.
+            pulled = list(values)
+            for i, new in candidates.items():
+                pulled[i] -= (1 if new > self._held[ops[i]].cls else -1) * self.hysteresis
+            again = compress_log(dict(enumerate(pulled)), NUM_CLASSES - 1, contention)
+            candidates = {i: new for i, new in candidates.items()
+                          if (again[i] + 1 - self._held[ops[i]].cls) * (new - self._held[ops[i]].cls) > 0}
+        out: Dict[OperationId, int] = {}
+        for i, op in enumerate(ops):
+            held = self._held[op]
+            if i in candidates:
+                held.cls, held.since = candidates[i], now
                 self.op_changes += 1
-            held.waiting = sc.waiting
+            held.waiting = current[op].waiting
             out[op] = held.cls
         return out
-
-    def _beyond_margin(self, op: OperationId, values: Dict[OperationId, float], contention, old: int,
-                       new: int) -> bool:
-        """Does ``op`` still leave class ``old`` towards ``new`` with its score pulled back by the margin?"""
-        if self.hysteresis <= 0:
-            return True
-        direction = 1 if new > old else -1
-        pulled = dict(values)
-        pulled[op] = values[op] - direction * self.hysteresis
-        moved = compress_log(pulled, NUM_CLASSES - 1, contention)[op] + 1
-        return (moved - old) * direction > 0
 
     def decide(self, now: float) -> Dict[FlowKey, Decision]:
         op_class = self.classes(now)
