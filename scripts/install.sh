@@ -75,10 +75,13 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 # on Python >= 3.10 (controller/launcher.py supplies the one name newer eventlets dropped).
 "${PIP[@]}" install 'setuptools==65.5.0' wheel pbr
 "${PIP[@]}" install --no-build-isolation 'ryu==4.34' 'eventlet==0.33.3' 'dnspython==2.6.1'
-"${PIP[@]}" install --no-build-isolation -e "$PROJECT_DIR[test]"
-"$VENV/bin/python" - <<'EOF'
+# (setuptools warns about the package folders in the project root: that is where they are meant to be.)
+"${PIP[@]}" install --no-build-isolation -e "$PROJECT_DIR[test]" 2> >(grep -v -e BuildBackendWarning \
+    -e "Please be careful" -e "name as your package" -e "warnings.warn" -e '^ *$' >&2)
+check_out=$("$VENV/bin/python" - 2>&1 <<'EOF'
 import controller.launcher  # noqa: F401  (patches eventlet before ryu is imported)
 import mininet.net, ryu.cmd.manager, scapy.all, numpy, matplotlib, yaml, pytest  # noqa: F401
 EOF
+) || { echo "$check_out" >&2; echo "install.sh: the Python environment does not import" >&2; exit 1; }
 log "Python environment ready: $VENV ($("$VENV/bin/python" --version))"
 log "done. Run:  sudo python testbed/run.py --scheduler flux"

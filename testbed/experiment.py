@@ -24,6 +24,7 @@ LOG = logging.getLogger("flux.run")
 
 OVS_CPU_LIMIT = 0.85        # fraction of one core above which ovs-vswitchd starts dropping fidelity
 RATE_TOLERANCE = 1.05       # achieved/configured above this means a port was not shaped as configured
+UNEXPLAINED_IDLE_LIMIT = 0.02  # GPU idle time not spent waiting for an operation, as a fraction of wall time
 
 
 class _LogTail:
@@ -178,10 +179,43 @@ def port_rate_series(path: str, window_s: float = 2.0, column: str = "tx_bytes")
     return series
 
 
-def fidelity(out: str, tb, cpu0, cpu1, wall_s: float) -> dict:
-    """Did the emulation keep up? OVS CPU and achieved vs configured port rates, with warnings."""
+def tcp_counters(tb) -> Dict[str, int]:
+    """Sum over all hosts of TCP segments sent, retransmitted, and retransmission timeouts (per namespace)."""
+    total = {"out_segs": 0, "retrans_segs": 0, "timeouts": 0}
+    for host in tb.hosts.values():
+        text = host.cmd("cat /proc/net/snmp /proc/net/netstat")
+        rows = [line.split() for line in text.splitlines()]
+        for head, vals in zip(rows, rows[1:]):
+            if not head or not vals or head[0] != vals[0] or head[0] not in ("Tcp:", "TcpExt:"):
+                continue
+            table = dict(zip(head[1:], vals[1:]))
+            if head[0] == "Tcp:" and "OutSegs" in table:
+                total["out_segs"] += int(table["OutSegs"])
+                total["retrans_segs"] += int(table["RetransSegs"])
+            elif head[0] == "TcpExt:" and "TCPTimeouts" in table:
+                total["timeouts"] += int(table["TCPTimeouts"])
+    return total
+
+
+def fidelity(out: str, tb, cpu0, cpu1, wall_s: float, tcp0=None, tcp1=None, jobs=None) -> dict:
+    """Did the emulation keep up? OVS CPU, achieved vs configured port rates, TCP retransmissions, and GPU
+    idle time that no wait explains (the emulated GPU was late because the machine's CPUs were busy)."""
     warnings = []
     result: dict = {"wall_s": wall_s}
+    if tcp0 and tcp1:
+        delta = {k: tcp1[k] - tcp0[k] for k in tcp0}
+        delta["retrans_fraction"] = delta["retrans_segs"] / max(delta["out_segs"], 1)
+        result["tcp"] = delta
+    if jobs:
+        walls = sum(j.get("wall_s", 0) * j.get("workers", 1) for j in jobs if j.get("wall_s"))
+        unexplained = sum(max(j.get("idle_s", 0) - j.get("wait_s", 0), 0) * j.get("workers", 1)
+                          for j in jobs if j.get("wall_s"))
+        if walls:
+            frac = unexplained / walls
+            result["unexplained_idle_fraction"] = frac
+            if frac > UNEXPLAINED_IDLE_LIMIT:
+                warnings.append(f"{frac:.1%} of GPU time was idle without waiting for any operation: workers "
+                                f"were delayed by a busy CPU, utilisation is underestimated by about that much")
     if cpu0 is not None and cpu1 is not None and wall_s > 0:
         frac = (cpu1 - cpu0) / wall_s
         result["ovs_vswitchd_cpu"] = frac

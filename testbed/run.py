@@ -287,11 +287,11 @@ def run(args, resolved: dict) -> int:
         else:
             LOG.info("[3/4] workload: %s", ", ".join(f"{j.name} ({j.model.name}, {j.workers} workers, "
                                                       f"{j.iterations} it)" for j in resolved["jobs"]))
-            cpu0, t0 = ovs_cpu_seconds(), time.time()
+            cpu0, t0, tcp0 = ovs_cpu_seconds(), time.time(), experiment.tcp_counters(tb)
             summary.update(experiment.run_jobs(tb, resolved["jobs"], out, seed=args.seed,
                                                time_limit_s=args.time_limit, progress=not args.quiet))
-            cpu1, t1 = ovs_cpu_seconds(), time.time()
-            summary["fidelity"] = experiment.fidelity(out, tb, cpu0, cpu1, t1 - t0)
+            cpu1, t1, tcp1 = ovs_cpu_seconds(), time.time(), experiment.tcp_counters(tb)
+            summary["fidelity"] = experiment.fidelity(out, tb, cpu0, cpu1, t1 - t0, tcp0, tcp1, summary["jobs"])
         summary["controller"] = tb.controller_stats()
         summary["ok"] = not summary.get("workload_failed", False)
         code = EXIT_OK if summary["ok"] else EXIT_FAILED

@@ -235,8 +235,8 @@ def test_flux_lifts_a_stalling_light_job_above_an_intensive_job_with_slack():
     assert scores[OperationId(0, 0, 3)].intensity > scores[OperationId(1, 0, 3)].intensity
     assert scores[OperationId(1, 0, 3)].waiting and scores[OperationId(0, 0, 3)].slack_s > 1.0
     assert job_class(rules, light, 3) > job_class(rules, heavy, 3) >= 1
-    # Flows of buckets with no live operation stay in class 0, but keep the job's spine.
-    assert job_class(rules, light, 0) == 0
+    # Flows of buckets with no live operation rest below the stalled operation, and keep the job's spine.
+    assert 1 <= job_class(rules, light, 0) < job_class(rules, light, 3)
     assert rules[heavy.flow(0, 0)].spine is not None
 
 
@@ -254,7 +254,7 @@ def test_flux_intensity_decides_between_equally_urgent_operations():
 
 def test_flux_urgency_grows_as_slack_shrinks():
     fabric, heavy, light = _two_tenant_world()
-    flux = FluxScheduler(fabric, [heavy, light])
+    flux = FluxScheduler(fabric, [heavy, light], {"promote_on": "any", "size_aware": False})
     feed(flux, launch(light, 2, 0.0, needed_at=1.0), 0.0)
     urgencies = []
     for now in (0.0, 0.2, 0.4, 0.6, 0.8):
@@ -281,7 +281,8 @@ def test_flux_progress_lowers_urgency_and_done_clears_the_class():
     assert after[op].slack_s > before[op].slack_s and after[op].urgency < before[op].urgency
     assert job_class(flux.decide(0.1), light, 0) >= 1
     feed(flux, [OperationEvent("done", light.index, r, 0, 0, 0.2) for r in range(2)], 0.2)
-    assert job_class(flux.decide(0.2), light, 0) == 0
+    # done: the flow goes back to its resting class, below the light job's live operation of before
+    assert job_class(flux.decide(0.2), light, 0) <= job_class(flux.decide(0.1), light, 0)
 
 
 def _oscillate(params):
@@ -305,18 +306,23 @@ def _oscillate(params):
 
 
 def test_flux_hysteresis_prevents_flapping():
-    flapping = _oscillate({"hysteresis": 0.0, "min_dwell_s": 0.0})
-    stable = _oscillate({})
+    # Demotions allowed, so that both directions of a swap are possible.
+    flapping = _oscillate({"hysteresis": 0.0, "min_dwell_s": 0.0, "demote_live": True, "promote_on": "any",
+                           "size_aware": False})
+    stable = _oscillate({"demote_live": True, "promote_on": "any", "size_aware": False})
     assert flapping.op_changes >= 30 and flapping.changes >= 60
     assert stable.op_changes <= 2
     # Dwell time alone also bounds the rate: at most one change per operation per 50 ms.
-    dwell_only = _oscillate({"hysteresis": 0.0, "min_dwell_s": 0.05})
+    dwell_only = _oscillate({"hysteresis": 0.0, "min_dwell_s": 0.05, "demote_live": True, "promote_on": "any",
+                             "size_aware": False})
+    # Without demotions (the default) oscillating scores cannot swap live operations back and forth at all.
+    assert _oscillate({"hysteresis": 0.0, "min_dwell_s": 0.0}).op_changes <= 2
     assert dwell_only.op_changes <= 2 * (0.4 / 0.05) + 2
 
 
 def test_flux_wait_bypasses_dwell_time():
     fabric, heavy, light = _two_tenant_world()
-    flux = FluxScheduler(fabric, [heavy, light], {"min_dwell_s": 10.0})
+    flux = FluxScheduler(fabric, [heavy, light], {"min_dwell_s": 10.0, "demote_live": True, "promote_on": "any"})
     feed(flux, launch(heavy, 3, 0.0, needed_at=1.0), 0.0)
     feed(flux, launch(light, 3, 0.0, needed_at=3.0), 0.0)
     rules = flux.decide(0.0)
@@ -326,11 +332,30 @@ def test_flux_wait_bypasses_dwell_time():
     assert job_class(rules, light, 3) > job_class(rules, heavy, 3)
 
 
-def test_flux_without_events_pins_paths_only():
+def test_flux_never_demotes_a_live_operation_by_default():
+    fabric, heavy, light = _two_tenant_world()
+    flux = FluxScheduler(fabric, [heavy, light])
+    resting = job_class(flux.decide(0.0), heavy, 3)
+    feed(flux, launch(heavy, 3, 0.0, needed_at=5.0), 0.0)   # lots of slack: scores below its resting class
+    first = job_class(flux.decide(0.0), heavy, 3)
+    assert first >= resting
+    feed(flux, launch(light, 3, 0.0, needed_at=2.0), 0.0)
+    before_wait = job_class(flux.decide(0.0), light, 3)
+    feed(flux, [OperationEvent("wait", light.index, 0, 0, 3, 0.05)], 0.05)
+    seen = [job_class(flux.decide(t), heavy, 3) for t in (0.05, 0.1, 0.2, 0.4)]
+    assert seen == sorted(seen) and seen[0] >= first   # only ever up while live
+    # the stalled operation is still lifted, into the top classes, without pushing the other one down
+    assert job_class(flux.decide(0.4), light, 3) > before_wait
+    assert job_class(flux.decide(0.4), light, 3) >= 6
+
+
+def test_flux_without_events_rests_by_intensity():
     fabric, heavy, light = _two_tenant_world()
     flux = FluxScheduler(fabric, [heavy, light])
     rules = flux.decide(0.0)
-    assert {d.priority_class for d in rules.values()} == {0}
+    # No operation is live: every flow rests at its job's intensity, the intensive job above the light one.
+    assert len({job_class(rules, heavy, b) for b in range(len(heavy.model.buckets))}) == 1
+    assert job_class(rules, heavy, 0) > job_class(rules, light, 0) >= 1
     assert {d.spine for d in rules.values()} == {0, 1}  # the two cross-leaf jobs on different spines
     assert flux.decide(0.1) == rules and flux.period_s == 0.1
 

@@ -13,7 +13,12 @@ For a live operation o of job j at time ``now`` (state folded from worker events
     U_o     = 1                                  if a worker already waits for o (``wait`` without ``resume``)
             = exp(-max(slack_o, 0) / tau)        otherwise, in (0, 1]; unknown needed_at counts as no urgency
     Ihat_j  = I_j / max_k I_k                    Crux's GPU intensity (crux.job_intensity), in (0, 1]
-    S_o     = U_o^alpha * Ihat_j^(1 - alpha)
+    Ihat_o  = Ihat_j * Rbar_j / max(R_o, 4 kB)   the operation's intensity (``size_aware``, default): GPU work
+                                                 per second of link time at operation granularity; Rbar_j is
+                                                 the job's mean bytes per rank and operation
+    S_o     = U_o^alpha * Ihat_o^(1 - alpha)     (Ihat_j in place of Ihat_o when not size_aware)
+
+The paragraphs below describe the score with Ihat_j; with ``size_aware`` read Ihat_o.
 
 In logs, ln S_o = -alpha * slack_o / tau + (1 - alpha) ln Ihat_j (for slack >= 0): the score ranks by slack, with
 a job e times more intensive credited tau (1 - alpha) / alpha seconds of extra slack (0.2 s at the defaults).
@@ -23,11 +28,13 @@ intensive job always wins. Raw intensity I_j is used, not Crux's overlap-correct
 for the overlap, per operation. ln U is floored at -20 (slack beyond 20 tau is equally non-urgent) so scores stay
 finite.
 
-Classes. Live operations' scores go through ``compression.compress_log`` into 7 classes (1..7), with contention
-between operations of jobs that share a link (and within a job). Class 0 is left for flows that carry no live
-operation: they send nothing (or a straggling tail), and keeping them lowest means a flow that starts before its
-``launch`` event is processed cannot push a scored operation aside. Paths are Crux's: jobs in decreasing P_j
-take the least-loaded spine (``paths`` as in crux), fixed for the run.
+Classes. Scores go through ``compression.compress_log`` into 7 classes (1..7), with contention between
+operations of jobs that share a link (and within a job); class 0 stays with traffic that is not a job's. A
+bucket's flows between two operations keep a *resting* score, its job's intensity with the urgency of
+``rest_slack_s`` of slack, compressed together with the live operations: an operation's first packets leave
+before its ``launch`` event has become a rule, and for a small bucket that can be most of the operation, so
+they must not start in the lowest class. Paths are Crux's: jobs in decreasing P_j take the least-loaded spine
+(``paths`` as in crux), fixed for the run.
 
 Time alone does not reorder operations with positive slack: for them ln S_o = alpha * now / tau + kappa_o, where
 kappa_o = (1 - alpha) ln Ihat_j - alpha (needed_at_o - R_o * 8 / r) / tau changes only with progress, so their
@@ -44,10 +51,20 @@ every recomputation and each swap costs one rule rewrite per worker. Two mechani
   pulled back towards its old class by ``hysteresis``. An operation therefore overtakes another only when it
   scores more than the margin above it, and a class boundary that merely shifts by less than the margin moves
   nobody, so small oscillations of scores never change a class;
+* no demotion in flight (unless ``demote_live``): a live operation's class only rises, from its bucket's resting
+  class, until it finishes. A flow moved to a lower class while it has packets in flight finds them stuck
+  behind higher classes (which leave the lower ones 1% of the link); its RTT estimate still reflects the old
+  class, so its retransmission timer fires, cwnd collapses to one segment, and the flow loses far more than
+  the reordering was worth (measured on the headline scenario: 7x more retransmission timeouts than Crux with
+  demotions allowed). Lower-scoring operations therefore make room only as others finish;
 * dwell time: an operation keeps its class for at least ``min_dwell_s`` after a change, except in a decision
   where a worker has just started waiting for some operation: a stalled GPU is exactly what Flux exists to fix,
   so that decision re-ranks every operation at once (the stalled one up, those it overtakes down). Such rounds
   happen at most once per ``wait`` event.
+
+When a live operation may change class at all is set by ``promote_on``: "wait" (default) keeps the class it got
+at launch until a worker starts waiting for it; "any" lets it follow its score. Each change of a live flow's
+class reorders its packets, which TCP pays for in retransmissions.
 
 ``changes`` counts flow decisions that changed between successive ``decide`` calls (the flow-mods the
 controller sends); ``op_changes`` counts class changes of operations. ``decide`` runs every ``period_s``
@@ -67,6 +84,10 @@ from workloads.model import NUM_CLASSES, Decision, FabricView, FlowKey, JobSpec,
 
 #: ln U never goes below this: operations with slack above 20 tau are all equally non-urgent.
 LOG_URGENCY_FLOOR = -20.0
+#: Iteration number of the resting score of a bucket that has no live operation.
+RESTING = -1
+#: Remaining bytes below this count as this much (a few segments): a finishing operation is not infinitely intense.
+MIN_REMAINING_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -106,6 +127,10 @@ class FluxScheduler(Scheduler):
         "hysteresis": 0.1,    # margin in ln S by which an operation must cross a class boundary
         "min_dwell_s": 0.05,  # least time between class changes of one operation (waits excepted)
         "paths": "job",       # job | hop | hashed, as in crux
+        "rest_slack_s": 0.2,  # slack assumed for a bucket's flows between its operations
+        "demote_live": False,  # may a live operation move to a lower class (risking RTOs of its flows)?
+        "size_aware": True,   # scale the job's intensity by the operation's remaining bytes (see score)
+        "promote_on": "wait",  # when a live operation may change class: "wait" (a worker starts waiting) | "any"
     }
 
     def __init__(self, fabric: FabricView, jobs: Sequence[JobSpec], params: Optional[Mapping] = None):
@@ -115,13 +140,22 @@ class FluxScheduler(Scheduler):
         self.tau_s = float(self.params["tau_s"])
         self.hysteresis = float(self.params["hysteresis"])
         self.min_dwell_s = float(self.params["min_dwell_s"])
+        self.rest_slack_s = float(self.params["rest_slack_s"])
+        self.demote_live = bool(self.params["demote_live"])
+        self.size_aware = bool(self.params["size_aware"])
+        self.promote_on = str(self.params["promote_on"])
+        if self.promote_on not in ("wait", "any"):
+            raise ValueError("promote_on must be 'wait' or 'any'")
+        # Mean bytes one rank sends per operation, over the job's buckets.
+        self.mean_op_bytes = {j.index: max(2 * (j.workers - 1) * j.model.gradient_bytes
+                                           / (j.workers * len(j.model.buckets)), 1.0) for j in self.jobs}
         rate = float(self.params["rate_mbps"])
         if not 0.0 <= self.alpha <= 1.0:
             raise ValueError("alpha must be in [0, 1]")
         if self.tau_s <= 0:
             raise ValueError("tau_s must be > 0")
-        if rate < 0 or self.hysteresis < 0 or self.min_dwell_s < 0:
-            raise ValueError("rate_mbps, hysteresis and min_dwell_s must be >= 0")
+        if rate < 0 or self.hysteresis < 0 or self.min_dwell_s < 0 or self.rest_slack_s < 0:
+            raise ValueError("rate_mbps, hysteresis, min_dwell_s and rest_slack_s must be >= 0")
         self.rate_bps = (rate if rate > 0 else fabric.host_rate_mbps) * 1e6
         if self.rate_bps <= 0:
             raise ValueError("no expected rate: set rate_mbps or a positive host link rate")
@@ -156,13 +190,50 @@ class FluxScheduler(Scheduler):
             log_u = 0.0
         else:
             log_u = max(-max(slack, 0.0) / self.tau_s, LOG_URGENCY_FLOOR)
-        log_i = self.log_intensity[state.op.job]
+        log_i = self.op_log_intensity(job, state.op.bucket, state.remaining_bytes(job.workers))
         log_s = self.alpha * log_u + (1.0 - self.alpha) * log_i
         return OpScore(state.op, waiting, slack, math.exp(log_u), math.exp(log_i), log_s)
+
+    def op_log_intensity(self, job: JobSpec, bucket: int, remaining_bytes: int) -> float:
+        """ln of the operation's intensity, normalised so that the job's whole-bucket average is ln Ihat_j.
+
+        Ihat_o = Ihat_j * (mean bytes per rank of the job's operations) / (bytes o still has to send): GPU work per
+        second of link time at the granularity of one operation. Crux's intensity ranks jobs by GPU work per
+        second of communication; an operation that is almost done, or a small bucket, frees its GPUs after
+        less link time than the job's average one and ranks higher, a big one lower. Without this, an urgent
+        operation of a communication-heavy job would hold the top class for seconds and starve every small
+        operation below it into retransmission timeouts (measured; see docs/schedulers.md)."""
+        if not self.size_aware:
+            return self.log_intensity[job.index]
+        remaining = max(remaining_bytes, MIN_REMAINING_BYTES)
+        return self.log_intensity[job.index] + math.log(self.mean_op_bytes[job.index] / remaining)
 
     def scores(self, now: float) -> Dict[OperationId, OpScore]:
         """Scores of every live operation of a job that sends over the network."""
         return {s.op: self.score(s, now) for s in self.tracker.live_ops() if s.op.job in self.log_intensity}
+
+    def resting_scores(self, live: Mapping[OperationId, OpScore]) -> Dict[OperationId, OpScore]:
+        """A score for every (job, bucket) with no live operation, keyed by iteration RESTING.
+
+        Its flow carries nothing until the bucket's next operation starts, but the first packets of that
+        operation leave before its ``launch`` event has been turned into a rule (a reaction takes milliseconds,
+        a small bucket's whole all-reduce not much more). So the flow waits in the class that operation would
+        likely get: its job's intensity with the urgency of ``rest_slack_s`` of slack."""
+        busy = {(op.job, op.bucket) for op in live}
+        log_u = max(-self.rest_slack_s / self.tau_s, LOG_URGENCY_FLOOR)
+        out = {}
+        for job in self.jobs:
+            log_i = self.log_intensity.get(job.index)
+            if log_i is None:
+                continue
+            for b in range(len(job.model.buckets)):
+                if (job.index, b) not in busy:
+                    op = OperationId(job.index, RESTING, b)
+                    full = 2 * (job.workers - 1) * job.model.buckets[b].nbytes // job.workers
+                    log_o = self.op_log_intensity(job, b, full)
+                    out[op] = OpScore(op, False, self.rest_slack_s, math.exp(log_u), math.exp(log_o),
+                                      self.alpha * log_u + (1.0 - self.alpha) * log_o)
+        return out
 
     # -- decisions ---------------------------------------------------------------------------------------------
 
@@ -179,6 +250,9 @@ class FluxScheduler(Scheduler):
         Compression runs on integer keys (operation indexes): it is called on every event, and hashing
         dataclass keys in its pairwise loops dominated the controller's CPU."""
         current = self.scores(now)
+        current.update(self.resting_scores(current))
+        resting_before = {(op.job, op.bucket): held.cls for op, held in self._held.items()
+                          if op.iteration == RESTING}
         for op in [op for op in self._held if op not in current]:
             del self._held[op]
         ops = sorted(current, key=lambda o: (o.job, o.iteration, o.bucket))
@@ -193,9 +267,17 @@ class FluxScheduler(Scheduler):
         for i, op in enumerate(ops):
             held = self._held.get(op)
             new = fresh[i] + 1
+            live = op.iteration != RESTING
             if held is None:
+                if live and not self.demote_live:
+                    # The operation's first packets already left in its bucket's resting class.
+                    new = max(new, resting_before.get((op.job, op.bucket), 1))
                 self._held[op] = _Held(new, now, current[op].waiting)
             elif new != held.cls and (new_wait or now - held.since >= self.min_dwell_s):
+                if live and new < held.cls and not self.demote_live:
+                    continue
+                if live and self.promote_on == "wait" and not (current[op].waiting and not held.waiting):
+                    continue
                 candidates[i] = new
         if candidates and self.hysteresis > 0:
             # Margin: pull every candidate's score back towards its held class and compress once more; only
