@@ -171,11 +171,21 @@ def reconstruct_job(job: JobSpec, series: Dict[Tuple[int, int, int], Series], th
 
 
 def true_idle_per_iteration(job_summary: dict, compute_s: float) -> Optional[float]:
-    """The workers' own idle time per iteration (ground truth), from workloads/truth.py's summary."""
-    if job_summary.get("idle_per_iteration_s") is not None:
-        return job_summary["idle_per_iteration_s"]
+    """The workers' own GPU idle time per iteration (ground truth, mean over ranks), from workloads/truth.py.
+
+    idle_s / iterations: what the GPUs really lost. (The slowest rank's iteration time minus the compute time
+    would overstate it: the maximum over skewed ranks is longer than any one GPU's iteration.)"""
+    if job_summary.get("idle_s") is not None and job_summary.get("iterations"):
+        return job_summary["idle_s"] / job_summary["iterations"]
     mean = job_summary.get("iteration_time_mean_s")
     return None if mean is None else max(mean - compute_s, 0.0)
+
+
+def true_iteration_time(job_summary: dict) -> Optional[float]:
+    """Mean iteration time of one GPU (wall / iterations, mean over ranks)."""
+    if job_summary.get("wall_s") and job_summary.get("iterations"):
+        return job_summary["wall_s"] / job_summary["iterations"]
+    return job_summary.get("iteration_time_mean_s")
 
 
 def analyse_run(out: str, summary: dict, thin_factors: Sequence[int] = (1, 2, 5, 10)) -> dict:
@@ -200,7 +210,7 @@ def analyse_run(out: str, summary: dict, thin_factors: Sequence[int] = (1, 2, 5,
             rec = reconstruct_job(job, series, factor)
             truth = by_name.get(job.name, {})
             true_idle = true_idle_per_iteration(truth, job.model.compute_s)
-            true_iter = truth.get("iteration_time_mean_s")
+            true_iter = true_iteration_time(truth)
             entry = dict(rec)
             if "error" not in rec and true_idle is not None and true_iter:
                 entry["true_idle_per_iteration_s"] = true_idle
