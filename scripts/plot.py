@@ -656,7 +656,7 @@ def fig_reconstruction(res: Results, out: str, formats: Sequence[str]) -> Tuple[
     top = max(max(x, y) for v in points.values() for x, y in v)
     top = top * 1.08 if top > 0 else 1.0
     ax.plot([0, top], [0, top], color="black", linestyle="--", linewidth=0.7)
-    ax.text(0.99 * top, 0.76 * top, "y = x", ha="right", va="top")  # just below the line, clear of it
+    ax.text(0.03 * top, 0.97 * top, "dashed: y = x", ha="left", va="top")  # top left, away from the data
     for s in scheds:
         st = scheduler_style(s, scheds)
         xs, ys = zip(*points[s])
