@@ -6,6 +6,7 @@
 * single-flow goodput / configured rate at 10 and 100 Mbit/s (host-to-host across a spine);
 * the top class's share of a congested port against a lower class (two senders into one 10 Mbit/s host port,
   classes 7 and 1), and the port's total utilisation;
+* a ring all-reduce of 1 MB over 4 workers on 10 Mbit/s links against the analytic 2(N-1)/N x S / B;
 * build, start (until the controller confirmed every switch's rules) and stop times of 16- and 64-host fabrics.
 
 Targets: goodput >= 0.94 of the configured rate; top class >= 0.90 of the port.
@@ -26,6 +27,27 @@ from testbed.fabric import Testbed  # noqa: E402
 from testbed.topo import FabricSpec  # noqa: E402
 
 
+def allreduce_vs_analytic(size: int = 1_000_000, workers: int = 4, rate_mbps: float = 10.0) -> dict:
+    """Median time of a ring all-reduce (one bucket, no compute, 3 iterations) against 2(N-1)/N x S / B."""
+    from testbed import experiment
+    from testbed.topo import FabricLayout
+    from workloads.model import Bucket, JobSpec, ModelProfile
+
+    spec = FabricSpec(spines=1, leaves=1, hosts_per_leaf=workers, host_rate_mbps=rate_mbps)
+    hosts = FabricLayout.from_spec(spec).hosts[:workers]
+    model = ModelProfile("one-bucket", "none", 1, (Bucket(0, size, 0.001, 0.001),))
+    job = JobSpec(0, "ring", model, workers, 3, semantics="wait_all", hosts=tuple(h.name for h in hosts),
+                  addresses=tuple(h.ip for h in hosts))
+    out = tempfile.mkdtemp(prefix="flux-bench-fabric-")
+    with Testbed(spec, out, jobs=[job]) as tb:
+        res = experiment.run_jobs(tb, [job], out, seed=1, time_limit_s=120, progress=False)
+    analytic = 2 * (workers - 1) / workers * size * 8 / (rate_mbps * 1e6)
+    measured = res["jobs"][0]["op_time_p50_s"]
+    ratio = measured / analytic
+    return {"bytes": size, "workers": workers, "rate_mbps": rate_mbps, "analytic_s": analytic,
+            "measured_p50_s": measured, "ratio": ratio, "target": 1.10, "met": ratio <= 1.10}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--duration", type=float, default=5.0, help="seconds per traffic measurement")
@@ -35,7 +57,7 @@ def main(argv=None) -> int:
     if os.geteuid() != 0:
         sys.stderr.write("bench_fabric.py: must run as root\n")
         return 2
-    result = {"goodput": [], "priority": None, "lifecycle": []}
+    result = {"goodput": [], "priority": None, "allreduce": None, "lifecycle": []}
     for rate in (float(r) for r in a.rates.split(",")):
         spec = FabricSpec(spines=2, leaves=2, hosts_per_leaf=2, host_rate_mbps=rate, fabric_rate_mbps=rate)
         with Testbed(spec, tempfile.mkdtemp(prefix="flux-bench-fabric-")) as tb:
@@ -49,6 +71,7 @@ def main(argv=None) -> int:
                           "high_mbps": res["high"]["goodput_mbps"], "low_mbps": res["low"]["goodput_mbps"],
                           "high_share": res["high_share"], "port_utilisation": res["port_utilisation"],
                           "target": 0.90, "met": res["high_share"] >= 0.90}
+    result["allreduce"] = allreduce_vs_analytic()
     for hosts in (int(n) for n in a.sizes.split(",")):
         per_leaf = 4 if hosts <= 16 else 8
         spec = FabricSpec(spines=2 if hosts <= 16 else 4, leaves=hosts // per_leaf, hosts_per_leaf=per_leaf)

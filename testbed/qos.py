@@ -36,7 +36,7 @@ from workloads.model import NUM_CLASSES
 
 DEFAULT_FLOOR = 0.01
 DEFAULT_QUEUE_MS = 50.0
-BURST_MS = 5.0
+BURST_MS = 2.0
 MTU_BYTES = 1500
 
 
@@ -86,8 +86,9 @@ def tree_commands(dev: str, rate_mbps: float, floor: float = DEFAULT_FLOOR,
     rate = _kbit(rate_mbps)
     # quantum: one MTU so that equal-prio borrowing is per packet and tc does not warn about r2q at low rates.
     quantum = str(MTU_BYTES + 14)
-    # HTB's default burst (rate / HZ) starves a single flow at 100 Mbit/s (measured: 77% of the rate); a burst
-    # of 5 ms of the link rate lets it reach 95% and costs at most 5 ms of extra queueing at lower rates.
+    # HTB's default burst (rate / HZ) holds a single flow at 100 Mbit/s to 77% of the rate; 2 ms of the link
+    # rate lets it reach 95%. Below ~12 Mbit/s the floor of two full packets applies: larger bursts there
+    # (5 ms) slowed a 10 Mbit/s ring all-reduce by a quarter (scripts/bench_fabric.py measures both).
     burst = str(max(2 * MTU_BYTES, int(rate_mbps * 1e6 / 8 * BURST_MS / 1e3)))
     limit = str(queue_packets(rate_mbps, queue_ms))
     cmds = [
