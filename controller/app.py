@@ -437,6 +437,7 @@ class FluxController(app_manager.RyuApp):
             batch = self._drain(self.events_sock)
             received = time.time()
             rows = []
+            trigger = False
             for data, _addr in batch:
                 try:
                     ev = OperationEvent.from_dict(json.loads(data))
@@ -448,8 +449,10 @@ class FluxController(app_manager.RyuApp):
                 rows.append([f"{ev.time:.6f}", f"{received:.6f}", ev.kind, ev.job, ev.rank, ev.iteration,
                              ev.bucket, ev.bytes_done])
                 self.scheduler.on_event(ev, received)
+                trigger = trigger or ev.kind in self.scheduler.reconcile_on
             self.event_csv.write_many(rows)
-            self._reconcile("event", received)
+            if trigger:
+                self._reconcile("event", received)
 
     def _periodic_decide_loop(self):
         period = getattr(self.scheduler, "period_s", None)

@@ -57,7 +57,8 @@ def pct(values, q):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--events", type=int, default=400, help="operations to play (each 2-3 events)")
-    p.add_argument("--rate", type=float, default=100.0, help="operations launched per second")
+    p.add_argument("--rate", type=float, default=25.0,
+                   help="operations launched per second (25: about the event rate of the headline scenario)")
     p.add_argument("--burst", type=int, default=200, help="pins in the flow-mod rate phase")
     p.add_argument("--load", action="store_true", help="bulk TCP traffic on the fabric meanwhile")
     p.add_argument("--poll-interval", type=float, default=0.1, help="controller counter polling interval, s")
@@ -123,8 +124,10 @@ def main(argv=None) -> int:
             reply = tb.pin(FlowKey(src.ip, dst.ip, 50000 + i % 500, 7000), i % 8, spine=i % spec.spines)
             mods += reply["flowmods"]
         elapsed = time.time() - t0
-        for s in senders:
-            s.terminate()
+        for proc in senders:
+            proc.terminate()
+        for proc in senders:
+            proc.wait(10)
     with open(os.path.join(out, "reactions.csv")) as f:
         rows = [r for r in csv.DictReader(f) if r["trigger"] == "event"]
     lat = [1e3 * float(r["latency_s"]) for r in rows]

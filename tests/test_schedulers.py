@@ -435,3 +435,11 @@ def test_tracker_ignores_events_of_finished_operations():
     tracker.apply(OperationEvent("resume", 0, 1, 0, 0, 1.6))
     tracker.apply(OperationEvent("progress", 0, 1, 0, 0, 1.7, bytes_done=10))
     assert tracker.live == {}
+
+
+def test_events_that_trigger_a_decision():
+    fabric, heavy, light = _two_tenant_world()
+    for name in ("ecmp", "bytescheduler", "crux"):
+        assert make_scheduler(name, fabric, [heavy, light]).reconcile_on == ()
+    assert "progress" not in make_scheduler("flux", fabric, [heavy, light]).reconcile_on
+    assert "progress" in make_scheduler("flux", fabric, [heavy, light], {"promote_on": "any"}).reconcile_on

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, Mapping, Optional, Sequence
+from typing import Any, ClassVar, Dict, Mapping, Optional, Sequence, Tuple
 
-from workloads.model import Decision, FabricView, FlowKey, JobSpec, OperationEvent, OperationId
+from workloads.model import EVENT_KINDS, Decision, FabricView, FlowKey, JobSpec, OperationEvent, OperationId
 
 
 @dataclass
@@ -94,6 +94,9 @@ class Scheduler(ABC):
     name: ClassVar[str] = ""
     #: Seconds between periodic calls of ``decide`` by the controller (None: only on events).
     period_s: ClassVar[Optional[float]] = None
+    #: Event kinds after which the controller recomputes decisions (all events are still passed to on_event).
+    #: Policies whose decisions cannot change on some kinds leave them out and save the controller the work.
+    reconcile_on: ClassVar[Tuple[str, ...]] = EVENT_KINDS
     #: Parameters with their defaults; ``params`` given to __init__ override them.
     defaults: ClassVar[Mapping[str, Any]] = {}
 
@@ -120,6 +123,7 @@ class EcmpScheduler(Scheduler):
     """Plain ECMP: every flow in class 0 on a hashed path, i.e. no per-flow rules at all."""
 
     name = "ecmp"
+    reconcile_on = ()
 
     def decide(self, now: float) -> Dict[FlowKey, Decision]:
         return {}

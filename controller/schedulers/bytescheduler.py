@@ -49,6 +49,7 @@ class ByteScheduler(Scheduler):
 
     name = "bytescheduler"
     period_s = None
+    reconcile_on = ()  # static: events never change a decision
     defaults = {
         "mapping": "linear",  # linear | rank: how bucket position maps to classes 0..7
     }

@@ -233,6 +233,7 @@ class CruxScheduler(Scheduler):
 
     name = "crux"
     period_s = None  # static: nothing changes after the first decision
+    reconcile_on = ()
     defaults = {
         "overlap_scale": 1.0,   # weight of the overlap window H_j in k_j (0: no correction, P_j = I_j)
         "min_exposed": 0.1,     # floor of k_j, keeps fully hidden jobs ordered by intensity

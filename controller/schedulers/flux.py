@@ -146,6 +146,10 @@ class FluxScheduler(Scheduler):
         self.promote_on = str(self.params["promote_on"])
         if self.promote_on not in ("wait", "any"):
             raise ValueError("promote_on must be 'wait' or 'any'")
+        if self.promote_on == "wait":
+            # Progress can only move a live operation that is not waited for, which "wait" forbids: it updates
+            # the scores (and the periodic decisions) but need not trigger a decision of its own.
+            self.reconcile_on = ("launch", "wait", "resume", "done")
         # Mean bytes one rank sends per operation, over the job's buckets.
         self.mean_op_bytes = {j.index: max(2 * (j.workers - 1) * j.model.gradient_bytes
                                            / (j.workers * len(j.model.buckets)), 1.0) for j in self.jobs}
