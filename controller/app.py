@@ -59,6 +59,7 @@ PIN_COOKIE = 1 << 41           # flows pinned by the runner (traffic checks, ben
 PRIO_FLOW, PRIO_DEFAULT = 100, 10
 SELECT_GROUP = 1
 ACK_CLASS = 7                  # class of the ACK direction of every data flow
+DEFAULT_DECISION = Decision()  # class 0, hashed path: what a flow gets when the policy does not name it
 MAX_COUNTER = 2 ** 64 - 1      # ports being deleted report all ones
 
 
@@ -312,9 +313,11 @@ class FluxController(app_manager.RyuApp):
             return
         wanted = self._wanted(time.time())
         changed = {}
+        installed = self.installed
         for flow in self.flows:
-            d = wanted.get(flow, Decision())
-            if self.installed.get(flow) != d:
+            d = wanted.get(flow, DEFAULT_DECISION)
+            current = installed.get(flow)
+            if current is not d and current != d:  # identity first: policies reuse Decision objects
                 changed[flow] = d
         if not changed:
             return

@@ -176,6 +176,8 @@ class FluxScheduler(Scheduler):
                                   self.params["paths"])
         self.contention = contending_jobs(fabric, self.jobs, self.paths)
         self.changes = 0
+        self._flow_cache = None
+        self._decisions: Dict[Tuple[int, Optional[int]], Decision] = {}
         self.op_changes = 0
         self._held: Dict[OperationId, _Held] = {}
         self._last: Dict[FlowKey, Decision] = {}
@@ -310,13 +312,19 @@ class FluxScheduler(Scheduler):
             key = (op.job, op.bucket)
             bucket_class[key] = max(bucket_class.get(key, 0), cls)
         rules: Dict[FlowKey, Decision] = {}
-        for job in self.jobs:
-            if job.index not in self.log_intensity:
-                continue
-            for bucket in range(len(job.model.buckets)):
-                cls = bucket_class.get((job.index, bucket), 0)
-                for rank in range(job.workers):
-                    rules[job.flow(rank, bucket)] = Decision(cls, self.paths.get((job.index, rank)))
+        # decide() runs on every event: flow keys and decisions are built once and reused.
+        if self._flow_cache is None:
+            self._flow_cache = [((job.index, bucket), [(job.flow(rank, bucket), self.paths.get((job.index, rank)))
+                                                       for rank in range(job.workers)])
+                                for job in self.jobs if job.index in self.log_intensity
+                                for bucket in range(len(job.model.buckets))]
+        for key, flows in self._flow_cache:
+            cls = bucket_class.get(key, 0)
+            for flow, spine in flows:
+                decision = self._decisions.get((cls, spine))
+                if decision is None:
+                    decision = self._decisions[(cls, spine)] = Decision(cls, spine)
+                rules[flow] = decision
         self.changes += count_changes(self._last, rules)
         self._last = rules
         return rules
