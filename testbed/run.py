@@ -170,7 +170,7 @@ def validate(args) -> dict:
             "scenario": resolved, "jobs": jobs}
 
 
-def preflight() -> None:
+def preflight(datapath: str = "auto") -> None:
     if os.geteuid() != 0:
         raise BadInput("must run as root (Mininet needs it): sudo python testbed/run.py ...")
     for tool in ("ovs-vsctl", "mnexec", "tc", "ip", "ethtool", "ping"):
@@ -179,6 +179,8 @@ def preflight() -> None:
     r = subprocess.run(["ovs-vsctl", "--timeout=3", "show"], capture_output=True, text=True)
     if r.returncode != 0:
         raise BadInput("Open vSwitch is not running (ovs-vsctl show failed); run: sudo bash scripts/install.sh")
+    if datapath == "kernel" and not os.path.isdir("/sys/module/openvswitch"):
+        raise BadInput("--datapath kernel: the openvswitch kernel module is not loaded (use --datapath user)")
     active = state.active_run()
     if active:
         raise BadInput(f"another run is active (runner pid {active['runner_pid']}, {active.get('out_dir')})")
@@ -302,6 +304,12 @@ def run(args, resolved: dict) -> int:
     except TestbedError as exc:
         LOG.error("%s", exc)
         summary["error"] = str(exc)
+    except Exception as exc:  # a bug or an unforeseen failure: one line here, the traceback in the run folder
+        import traceback
+        with open(os.path.join(out, "error.log"), "w") as f:
+            traceback.print_exc(file=f)
+        LOG.error("run failed: %s: %s (traceback in %s)", type(exc).__name__, exc, os.path.join(out, "error.log"))
+        summary["error"] = f"{type(exc).__name__}: {exc}"
     finally:
         # A second Ctrl-C must not cut the teardown short.
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -328,7 +336,7 @@ def main(argv=None) -> int:
                         format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     try:
         resolved = validate(args)
-        preflight()
+        preflight(args.datapath)
     except BadInput as exc:
         sys.stderr.write(f"run.py: {exc}\n")
         return EXIT_BAD_INPUT
