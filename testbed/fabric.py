@@ -251,6 +251,8 @@ class Testbed:
                                    f"within 30 s")
         self.clients = {"scheduler": ControlClient(self.control_socket),
                         "monitor": ControlClient(self.monitor_socket)}
+        for client in self.clients.values():
+            self.state.add_file(client.path)
 
     @staticmethod
     def _log_tail(path: str, lines: int = 15) -> str:
