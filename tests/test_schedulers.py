@@ -443,3 +443,18 @@ def test_events_that_trigger_a_decision():
         assert make_scheduler(name, fabric, [heavy, light]).reconcile_on == ()
     assert "progress" not in make_scheduler("flux", fabric, [heavy, light]).reconcile_on
     assert "progress" in make_scheduler("flux", fabric, [heavy, light], {"promote_on": "any"}).reconcile_on
+
+
+def test_flux_banded_mode_never_interleaves_jobs():
+    fabric, heavy, light = _two_tenant_world()
+    flux = FluxScheduler(fabric, [heavy, light], {"mode": "banded"})
+    (hlo, hhi), (llo, lhi) = flux.bands[heavy.index], flux.bands[light.index]
+    assert llo <= lhi < hlo <= hhi and lhi - llo + hhi - hlo + 2 == 7   # all 7 classes used, heavy on top
+    feed(flux, launch(light, 3, 0.0, needed_at=0.1), 0.0)
+    feed(flux, [OperationEvent("wait", light.index, 0, 0, 3, 0.05)], 0.05)   # the light job stalls...
+    feed(flux, launch(heavy, 0, 0.05, needed_at=9.0), 0.05)                  # ...the intensive one has slack
+    rules = flux.decide(0.06)
+    assert job_class(rules, light, 3) == lhi                 # lifted to the top of its own band
+    assert min(job_class(rules, heavy, b) for b in range(len(heavy.model.buckets))) >= hlo
+    with pytest.raises(ValueError, match="mode"):
+        FluxScheduler(fabric, [heavy, light], {"mode": "nonsense"})

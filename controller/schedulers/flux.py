@@ -84,6 +84,8 @@ from workloads.model import NUM_CLASSES, Decision, FabricView, FlowKey, JobSpec,
 
 #: ln U never goes below this: operations with slack above 20 tau are all equally non-urgent.
 LOG_URGENCY_FLOOR = -20.0
+#: In "banded" mode, ln of the job intensity is multiplied by this, so jobs never interleave.
+BAND_SCALE = 1000.0
 #: Iteration number of the resting score of a bucket that has no live operation.
 RESTING = -1
 #: Remaining bytes below this count as this much (a few segments): a finishing operation is not infinitely intense.
@@ -131,6 +133,7 @@ class FluxScheduler(Scheduler):
         "demote_live": False,  # may a live operation move to a lower class (risking RTOs of its flows)?
         "size_aware": True,   # scale the job's intensity by the operation's remaining bytes (see score)
         "promote_on": "wait",  # when a live operation may change class: "wait" (a worker starts waiting) | "any"
+        "mode": "product",    # how urgency and intensity combine: "product" | "banded" (see combine)
     }
 
     def __init__(self, fabric: FabricView, jobs: Sequence[JobSpec], params: Optional[Mapping] = None):
@@ -143,6 +146,9 @@ class FluxScheduler(Scheduler):
         self.rest_slack_s = float(self.params["rest_slack_s"])
         self.demote_live = bool(self.params["demote_live"])
         self.size_aware = bool(self.params["size_aware"])
+        self.mode = str(self.params["mode"])
+        if self.mode not in ("product", "banded"):
+            raise ValueError("mode must be 'product' or 'banded'")
         self.promote_on = str(self.params["promote_on"])
         if self.promote_on not in ("wait", "any"):
             raise ValueError("promote_on must be 'wait' or 'any'")
@@ -172,6 +178,7 @@ class FluxScheduler(Scheduler):
         top = max((ji.intensity for ji in networked.values()), default=1.0)
         # Ihat_j in (0, 1]; the log is what the score uses.
         self.log_intensity: Dict[int, float] = {i: math.log(ji.intensity / top) for i, ji in networked.items()}
+        self.bands = self._make_bands() if self.mode == "banded" else {}
         self.paths = select_paths(fabric, self.jobs, {i: ji.priority for i, ji in self.intensities.items()},
                                   self.params["paths"])
         self.contention = contending_jobs(fabric, self.jobs, self.paths)
@@ -197,8 +204,52 @@ class FluxScheduler(Scheduler):
         else:
             log_u = max(-max(slack, 0.0) / self.tau_s, LOG_URGENCY_FLOOR)
         log_i = self.op_log_intensity(job, state.op.bucket, state.remaining_bytes(job.workers))
-        log_s = self.alpha * log_u + (1.0 - self.alpha) * log_i
-        return OpScore(state.op, waiting, slack, math.exp(log_u), math.exp(log_i), log_s)
+        return OpScore(state.op, waiting, slack, math.exp(log_u), math.exp(log_i),
+                       self.combine(job.index, log_u, log_i))
+
+    def _make_bands(self) -> Dict[int, Tuple[int, int]]:
+        """Job index -> (lowest, highest) class of its band, for "banded" mode.
+
+        Jobs in decreasing intensity take the classes from 7 down; with fewer jobs than the 7 classes, the spare
+        classes go one at a time to the jobs from the least intensive up: they communicate the most, so they
+        have the most operations to tell apart. With 7 jobs or more, jobs share classes by compression of their
+        intensities (no room for operations)."""
+        order = sorted(self.log_intensity, key=lambda j: -self.log_intensity[j])
+        levels = NUM_CLASSES - 1
+        if len(order) >= levels:
+            cls = compress_log({j: self.log_intensity[j] for j in order}, levels)
+            return {j: (c + 1, c + 1) for j, c in cls.items()}
+        width = {j: 1 for j in order}
+        spare = levels - len(order)
+        k = 0
+        while spare > 0:
+            width[order[-1 - (k % len(order))]] += 1
+            spare -= 1
+            k += 1
+        bands, top = {}, levels
+        for j in order:
+            bands[j] = (top - width[j] + 1, top)
+            top -= width[j]
+        return bands
+
+    def _banded_class(self, sc: OpScore) -> int:
+        """Class inside the job's band: the top for an operation a GPU waits for, one lower per tau_s of slack."""
+        low, high = self.bands[sc.op.job]
+        drop = 0 if sc.waiting else int(-math.log(max(sc.urgency, 1e-300)))
+        return max(low, high - drop)
+
+    def combine(self, job_index: int, log_u: float, log_i: float) -> float:
+        """ln S from ln U and ln Ihat (operation or job intensity), by ``mode``.
+
+        "product": S = U^alpha * Ihat^(1-alpha), one scale for all operations.
+        "banded": the job's intensity ranks first (BAND_SCALE makes a factor e between two jobs' intensities
+        outweigh any urgency), and U^alpha * (Ihat_o / Ihat_j)^(1-alpha) orders the operations within a job's
+        band: the classes a job gets separate its urgent operations from the others, and no operation ever
+        overtakes a more intensive job's."""
+        if self.mode == "product":
+            return self.alpha * log_u + (1.0 - self.alpha) * log_i
+        log_job = self.log_intensity[job_index]
+        return BAND_SCALE * log_job + self.alpha * log_u + (1.0 - self.alpha) * (log_i - log_job)
 
     def op_log_intensity(self, job: JobSpec, bucket: int, remaining_bytes: int) -> float:
         """ln of the operation's intensity, normalised so that the job's whole-bucket average is ln Ihat_j.
@@ -238,7 +289,7 @@ class FluxScheduler(Scheduler):
                     full = 2 * (job.workers - 1) * job.model.buckets[b].nbytes // job.workers
                     log_o = self.op_log_intensity(job, b, full)
                     out[op] = OpScore(op, False, self.rest_slack_s, math.exp(log_u), math.exp(log_o),
-                                      self.alpha * log_u + (1.0 - self.alpha) * log_o)
+                                      self.combine(job.index, log_u, log_o))
         return out
 
     # -- decisions ---------------------------------------------------------------------------------------------
@@ -264,7 +315,10 @@ class FluxScheduler(Scheduler):
         ops = sorted(current, key=lambda o: (o.job, o.iteration, o.bucket))
         values = [current[op].log_score for op in ops]
         contention = self._op_contention(ops)
-        fresh = compress_log(dict(enumerate(values)), NUM_CLASSES - 1, contention)
+        if self.mode == "banded":
+            fresh = {i: self._banded_class(current[op]) - 1 for i, op in enumerate(ops)}
+        else:
+            fresh = compress_log(dict(enumerate(values)), NUM_CLASSES - 1, contention)
         # A new wait re-ranks everything at once: lifting the stalled operation is useless if the operations it
         # overtakes are held in their classes by their dwell time.
         new_wait = any(sc.waiting and (op not in self._held or not self._held[op].waiting)
@@ -285,7 +339,7 @@ class FluxScheduler(Scheduler):
                 if live and self.promote_on == "wait" and not (current[op].waiting and not held.waiting):
                     continue
                 candidates[i] = new
-        if candidates and self.hysteresis > 0:
+        if candidates and self.hysteresis > 0 and self.mode != "banded":
             # Margin: pull every candidate's score back towards its held class and compress once more; only
             # those that still leave their class in the same direction move.
             pulled = list(values)
