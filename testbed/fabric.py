@@ -85,7 +85,8 @@ class Testbed:
     def __init__(self, spec: FabricSpec, out_dir: str, scheduler: str = "ecmp",
                  scheduler_params: Optional[dict] = None, jobs: Sequence[JobSpec] = (),
                  poll_interval_s: float = 0.1, class_floor: float = qos.DEFAULT_FLOOR,
-                 queue_ms: float = qos.DEFAULT_QUEUE_MS, run_id: str = "", datapath: Optional[str] = None):
+                 queue_ms: float = qos.DEFAULT_QUEUE_MS, run_id: str = "", datapath: Optional[str] = None,
+                 class_mode: str = "strict"):
         spec.validate()
         self.spec = spec
         self.layout = FabricLayout.from_spec(spec)
@@ -96,6 +97,7 @@ class Testbed:
         self.poll_interval_s = poll_interval_s
         self.class_floor = class_floor
         self.queue_ms = queue_ms
+        self.class_mode = class_mode
         self.run_id = run_id or time.strftime("%Y%m%d-%H%M%S")
         self.datapath = datapath or ("kernel" if kernel_datapath_available() else "user")
         self.net = None
@@ -359,7 +361,7 @@ class Testbed:
     def _install_classes(self) -> None:
         lines = []
         for dev, rate in self.port_rates().items():
-            for cmd in qos.tree_commands(dev, rate, self.class_floor, self.queue_ms):
+            for cmd in qos.tree_commands(dev, rate, self.class_floor, self.queue_ms, self.class_mode):
                 lines.append(" ".join(cmd[1:]))
         with tempfile.NamedTemporaryFile("w", suffix=".tc", delete=False) as f:
             f.write("\n".join(lines) + "\n")

@@ -78,11 +78,30 @@ def _kbit(rate_mbps: float) -> str:
     return f"{max(1, int(round(rate_mbps * 1000)))}kbit"
 
 
+CLASS_MODES = ("strict", "weighted")
+
+
+def class_rates(rate_mbps: float, floor: float, mode: str) -> List[float]:
+    """Guaranteed rate (Mbit/s) of classes 0..7.
+
+    strict: every class gets ``floor`` of the link and the rest goes by priority (HTB prio 7-c);
+    weighted: class c gets 2^c / 255 of the link and all classes have the same HTB prio, so spare bandwidth is
+    also shared in those proportions: class 7 gets half of a fully loaded link, class 6 a quarter, ..., and no
+    class is ever starved."""
+    if mode == "strict":
+        return [rate_mbps * floor] * NUM_CLASSES
+    if mode == "weighted":
+        total = 2 ** NUM_CLASSES - 1
+        return [rate_mbps * 2 ** c / total for c in range(NUM_CLASSES)]
+    raise ValueError(f"class mode {mode!r}; known: {', '.join(CLASS_MODES)}")
+
+
 def tree_commands(dev: str, rate_mbps: float, floor: float = DEFAULT_FLOOR,
-                  queue_ms: float = DEFAULT_QUEUE_MS) -> List[List[str]]:
+                  queue_ms: float = DEFAULT_QUEUE_MS, mode: str = "strict") -> List[List[str]]:
     """The tc commands that install the 8-class tree on ``dev`` (replacing whatever root qdisc is there)."""
     if not 0 < floor * NUM_CLASSES < 1:
         raise ValueError(f"class floor {floor} must be > 0 and < {1 / NUM_CLASSES:.3f}")
+    rates = class_rates(rate_mbps, floor, mode)
     rate = _kbit(rate_mbps)
     # quantum: one MTU so that equal-prio borrowing is per packet and tc does not warn about r2q at low rates.
     quantum = str(MTU_BYTES + 14)
@@ -97,9 +116,10 @@ def tree_commands(dev: str, rate_mbps: float, floor: float = DEFAULT_FLOOR,
          "rate", rate, "ceil", rate, "burst", burst, "cburst", burst, "quantum", quantum],
     ]
     for c in range(NUM_CLASSES):
+        prio = htb_prio(c) if mode == "strict" else 0
         cmds.append(["tc", "class", "replace", "dev", dev, "parent", "1:1", "classid", htb_classid(c), "htb",
-                     "rate", _kbit(rate_mbps * floor), "ceil", rate, "burst", burst, "cburst", burst,
-                     "prio", str(htb_prio(c)), "quantum", quantum])
+                     "rate", _kbit(rates[c]), "ceil", rate, "burst", burst, "cburst", burst,
+                     "prio", str(prio), "quantum", quantum])
         cmds.append(["tc", "qdisc", "replace", "dev", dev, "parent", htb_classid(c), "handle", f"{100 + c}:",
                      "pfifo", "limit", limit])
     for c in range(1, NUM_CLASSES):

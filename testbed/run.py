@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--fabric-rate", type=float, default=10.0, metavar="MBPS", help="leaf-spine link rate, Mbit/s")
     t.add_argument("--class-floor", type=float, default=qos.DEFAULT_FLOOR, metavar="F",
                    help="guaranteed share of the link per priority class (keeps starved TCP flows alive)")
+    t.add_argument("--class-mode", choices=qos.CLASS_MODES, default="strict",
+                   help="strict: class 7 first, each class guaranteed --class-floor; weighted: class c gets 2^c/255 "
+                        "of a busy link and none starves")
     t.add_argument("--queue-ms", type=float, default=qos.DEFAULT_QUEUE_MS, metavar="MS",
                    help="per-class FIFO length in milliseconds of the link rate")
     t.add_argument("--datapath", choices=["auto", "kernel", "user"], default="auto",
@@ -135,7 +138,7 @@ def validate(args) -> dict:
     spec = FabricSpec(args.spines, args.leaves, args.hosts_per_leaf, args.host_rate, args.fabric_rate)
     try:
         spec.validate()
-        qos.tree_commands("x", args.host_rate, args.class_floor, args.queue_ms)
+        qos.tree_commands("x", args.host_rate, args.class_floor, args.queue_ms, args.class_mode)
     except ValueError as exc:
         raise BadInput(str(exc))
     if not 0.01 <= args.poll_interval <= 10:
@@ -242,6 +245,7 @@ def run(args, resolved: dict) -> int:
         "scenario_file": resolved["scenario_path"], "scenario": scenario.to_dict(), "seed": args.seed,
         "fabric": vars(resolved["spec"]) | {"oversubscription": resolved["spec"].oversubscription},
         "poll_interval_s": args.poll_interval, "class_floor": args.class_floor, "queue_ms": args.queue_ms,
+        "class_mode": args.class_mode,
         "iterations_override": args.iterations, "time_limit_s": args.time_limit,
         "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
     }
@@ -254,7 +258,8 @@ def run(args, resolved: dict) -> int:
     datapath = None if args.datapath == "auto" else args.datapath
     tb = Testbed(spec, out, scheduler=args.scheduler, scheduler_params=resolved["params"],
                  jobs=[] if args.no_workload else resolved["jobs"], poll_interval_s=args.poll_interval,
-                 class_floor=args.class_floor, queue_ms=args.queue_ms, run_id=run_id, datapath=datapath)
+                 class_floor=args.class_floor, queue_ms=args.queue_ms, run_id=run_id, datapath=datapath,
+                 class_mode=args.class_mode)
     code = EXIT_FAILED
     try:
         LOG.info("[1/4] fabric: %d spines, %d leaves, %d hosts, host %g / fabric %g Mbit/s "

@@ -80,3 +80,15 @@ class htb 1:11 parent 1:1 leaf 101: prio 6 rate 100Kbit ceil 10Mbit burst 1600b 
  Sent 1000 bytes 10 pkt (dropped 0, overlimits 0 requeues 0)
 """
     assert qos.parse_class_stats(out) == {7: (4000, 30), 1: (1000, 10)}
+
+
+def test_weighted_classes_share_by_powers_of_two():
+    rates = qos.class_rates(10.0, qos.DEFAULT_FLOOR, "weighted")
+    assert sum(rates) == pytest.approx(10.0)
+    assert rates[7] == pytest.approx(2 * rates[6]) and rates[1] == pytest.approx(2 * rates[0])
+    text = [" ".join(c) for c in qos.tree_commands("d", 10.0, mode="weighted")]
+    assert all(" prio 0 " in t for t in text if "classid 1:1" in t and "parent 1:1" in t)
+    strict = [" ".join(c) for c in qos.tree_commands("d", 10.0)]
+    assert any("classid 1:10 htb rate 100kbit" in t and " prio 7 " in t for t in strict)
+    with pytest.raises(ValueError, match="class mode"):
+        qos.class_rates(10.0, 0.01, "fair")
