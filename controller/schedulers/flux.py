@@ -150,9 +150,11 @@ class FluxScheduler(Scheduler):
         if self.mode not in ("product", "banded"):
             raise ValueError("mode must be 'product' or 'banded'")
         self.promote_on = str(self.params["promote_on"])
-        if self.promote_on not in ("wait", "any"):
-            raise ValueError("promote_on must be 'wait' or 'any'")
-        if self.promote_on == "wait":
+        if self.promote_on not in ("wait", "any", "never"):
+            raise ValueError("promote_on must be 'wait', 'any' or 'never'")
+        if self.promote_on == "never":
+            self.reconcile_on = ("launch", "done")
+        elif self.promote_on == "wait":
             # Progress can only move a live operation that is not waited for, which "wait" forbids: it updates
             # the scores (and the periodic decisions) but need not trigger a decision of its own.
             self.reconcile_on = ("launch", "wait", "resume", "done")
@@ -335,6 +337,8 @@ class FluxScheduler(Scheduler):
                 self._held[op] = _Held(new, now, current[op].waiting)
             elif new != held.cls and (new_wait or now - held.since >= self.min_dwell_s):
                 if live and new < held.cls and not self.demote_live:
+                    continue
+                if live and self.promote_on == "never":
                     continue
                 if live and self.promote_on == "wait" and not (current[op].waiting and not held.waiting):
                     continue
