@@ -63,8 +63,14 @@ every recomputation and each swap costs one rule rewrite per worker. Two mechani
   happen at most once per ``wait`` event.
 
 When a live operation may change class at all is set by ``promote_on``: "wait" (default) keeps the class it got
-at launch until a worker starts waiting for it; "any" lets it follow its score. Each change of a live flow's
-class reorders its packets, which TCP pays for in retransmissions.
+at launch until a worker starts waiting for it; "any" lets it follow its score; "never" fixes it at launch. Each
+change of a live flow's class reorders its packets, which TCP pays for in retransmissions.
+
+``mode`` "banded" replaces the compression of one score by fixed bands: jobs in decreasing intensity own
+disjoint ranges of classes, and an operation's place inside its job's band comes from its urgency alone (see
+``_make_bands`` and ``_banded_class``), so no operation ever overtakes a more intensive job's.
+
+Measured on the headline scenario (docs/headline.md), none of these variants beats Crux's one class per job.
 
 ``changes`` counts flow decisions that changed between successive ``decide`` calls (the flow-mods the
 controller sends); ``op_changes`` counts class changes of operations. ``decide`` runs every ``period_s``
