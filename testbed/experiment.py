@@ -44,7 +44,7 @@ class _LogTail:
         self.buf += chunk
         *lines, self.buf = self.buf.split("\n")
         for line in lines:
-            if '"iteration"' in line and '"type": "iteration"' in line or '"type":"iteration"' in line:
+            if '"type":"iteration"' in line or '"type": "iteration"' in line:
                 self.iterations += 1
         return self.iterations
 
