@@ -135,17 +135,7 @@ def run_jobs(tb, jobs: Sequence[JobSpec], out: str, seed: int, time_limit_s: flo
 
 def configured_port_rates(tb) -> Dict[tuple, float]:
     """(dpid, port) -> configured egress rate in Mbit/s."""
-    from testbed.topo import leaf_dpid, spine_dpid
-    spec = tb.spec
-    rates = {}
-    for leaf in range(1, spec.leaves + 1):
-        for port in range(1, spec.hosts_per_leaf + spec.spines + 1):
-            rates[(leaf_dpid(leaf), port)] = spec.host_rate_mbps if port <= spec.hosts_per_leaf \
-                else spec.fabric_rate_mbps
-    for spine in range(1, spec.spines + 1):
-        for port in range(1, spec.leaves + 1):
-            rates[(spine_dpid(spine), port)] = spec.fabric_rate_mbps
-    return rates
+    return {(dpid, port): rate for _name, dpid, port, rate in tb.layout.egress_ports()}
 
 
 def peer_ports(tb) -> Dict[tuple, tuple]:

@@ -347,16 +347,8 @@ class Testbed:
                   "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
 
     def port_rates(self) -> Dict[str, float]:
-        """Configured rate (Mbit/s) of every switch egress port, by interface name."""
-        rates = {}
-        for sw in self.net.switches:
-            for intf in sw.intfList():
-                if intf.name == "lo" or intf.link is None:
-                    continue
-                other = intf.link.intf2 if intf.link.intf1 is intf else intf.link.intf1
-                to_host = other.node.name.startswith("h")
-                rates[intf.name] = self.spec.host_rate_mbps if to_host else self.spec.fabric_rate_mbps
-        return rates
+        """Configured rate (Mbit/s) of every switch egress port, by interface name (``<switch>-eth<port>``)."""
+        return {f"{name}-eth{port}": rate for name, _dpid, port, rate in self.layout.egress_ports()}
 
     def _install_classes(self) -> None:
         lines = []
@@ -396,6 +388,32 @@ class Testbed:
         self.state.add_process(p.pid, f"{host}: {' '.join(args[:4])}")
         return p
 
+    def bulk_flows(self, flows: Sequence[FlowKey], duration: float, warmup: float) -> List[dict]:
+        """Run one testbed.traffic sender/receiver pair per flow (its exact 5-tuple), all at once; returns each
+        receiver's report (goodput after ``warmup``) in the order of ``flows``."""
+        by_ip = {h.ip: h for h in self.layout.hosts}
+        py = [sys.executable, "-m", "testbed.traffic"]
+        pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        servers = [self.host_popen(by_ip[f.dst_ip].name, py + ["serve", "--bind", f.dst_ip, "--port",
+                                                               str(f.dst_port), "--duration", str(duration),
+                                                               "--warmup", str(warmup)], **pipes)
+                   for f in flows]
+        time.sleep(0.3)  # let the receivers listen
+        senders = [self.host_popen(by_ip[f.src_ip].name, py + ["send", "--bind", f.src_ip, "--sport",
+                                                               str(f.src_port), "--dst", f.dst_ip, "--port",
+                                                               str(f.dst_port), "--duration", str(duration)],
+                                   **pipes)
+                   for f in flows]
+        reports = []
+        for p in servers:
+            out, err = p.communicate(timeout=duration + 40)
+            if p.returncode != 0:
+                raise TestbedError(f"traffic receiver failed: {err.strip()[-300:]}")
+            reports.append(json.loads(out.strip().splitlines()[-1]))
+        for p in senders:
+            p.communicate(timeout=15)
+        return reports
+
     def priority_pair(self, high_class: int = 7, low_class: int = 1, duration: float = 4.0,
                       warmup: float = 1.0) -> dict:
         """Two bulk flows into one host port, in different classes; returns both goodputs and the high share.
@@ -406,30 +424,12 @@ class Testbed:
         if len(hosts) < 3:
             raise TestbedError("the priority check needs at least 3 hosts")
         a, b, dst = hosts[0], hosts[1], hosts[2]
-        flows = {"high": (a, 41001, 5101, high_class), "low": (b, 41002, 5102, low_class)}
-        servers, senders = {}, {}
-        for name, (src, sport, port, cls) in flows.items():
-            self.pin(FlowKey(src.ip, dst.ip, sport, port), cls)
-        py = [sys.executable, "-m", "testbed.traffic"]
-        for name, (src, sport, port, cls) in flows.items():
-            servers[name] = self.host_popen(dst.name, py + ["serve", "--bind", dst.ip, "--port", str(port),
-                                                            "--duration", str(duration), "--warmup", str(warmup)],
-                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(0.3)
-        for name, (src, sport, port, cls) in flows.items():
-            senders[name] = self.host_popen(src.name, py + ["send", "--bind", src.ip, "--sport", str(sport),
-                                                            "--dst", dst.ip, "--port", str(port),
-                                                            "--duration", str(duration)],
-                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        high, low = FlowKey(a.ip, dst.ip, 41001, 5101), FlowKey(b.ip, dst.ip, 41002, 5102)
+        self.pin(high, high_class)
+        self.pin(low, low_class)
         result = {"port": f"{dst.name} via lf{dst.leaf}", "rate_mbps": self.spec.host_rate_mbps,
                   "duration_s": duration}
-        for name, p in servers.items():
-            out, err = p.communicate(timeout=duration + 40)
-            if p.returncode != 0:
-                raise TestbedError(f"traffic receiver failed: {err.strip()[-300:]}")
-            result[name] = json.loads(out.strip().splitlines()[-1])
-        for p in senders.values():
-            p.communicate(timeout=15)
+        result["high"], result["low"] = self.bulk_flows([high, low], duration, warmup)
         hi, lo = result["high"]["goodput_mbps"], result["low"]["goodput_mbps"]
         result["high_share"] = hi / (hi + lo) if hi + lo > 0 else 0.0
         result["port_utilisation"] = (hi + lo) / self.spec.host_rate_mbps
@@ -440,19 +440,7 @@ class Testbed:
         hosts = self.layout.hosts
         src = hosts[0]
         dst = hosts[self.spec.hosts_per_leaf] if cross_leaf and self.spec.leaves > 1 else hosts[1]
-        py = [sys.executable, "-m", "testbed.traffic"]
-        server = self.host_popen(dst.name, py + ["serve", "--bind", dst.ip, "--port", "5201", "--duration",
-                                                 str(duration), "--warmup", str(warmup)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(0.3)
-        sender = self.host_popen(src.name, py + ["send", "--bind", src.ip, "--sport", "41201", "--dst", dst.ip,
-                                                 "--port", "5201", "--duration", str(duration)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        out, err = server.communicate(timeout=duration + 40)
-        sender.communicate(timeout=15)
-        if server.returncode != 0:
-            raise TestbedError(f"traffic receiver failed: {err.strip()[-300:]}")
-        res = json.loads(out.strip().splitlines()[-1])
+        (res,) = self.bulk_flows([FlowKey(src.ip, dst.ip, 41201, 5201)], duration, warmup)
         rate = min(self.spec.host_rate_mbps, self.spec.fabric_rate_mbps) if cross_leaf else self.spec.host_rate_mbps
         res["configured_mbps"] = rate
         res["fraction"] = res["goodput_mbps"] / rate

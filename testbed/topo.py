@@ -137,6 +137,19 @@ class FabricLayout:
         """Port on any spine that goes to leaf ``leaf`` (1-based)."""
         return leaf
 
+    def egress_ports(self) -> List[Tuple[str, int, int, float]]:
+        """(switch name, dpid, port, configured rate in Mbit/s) of every switch port: the one place that says
+        which ports face hosts (host rate) and which face other switches (fabric rate)."""
+        spec, out = self.spec, []
+        for leaf in range(1, spec.leaves + 1):
+            for port in range(1, spec.hosts_per_leaf + spec.spines + 1):
+                rate = spec.host_rate_mbps if port <= spec.hosts_per_leaf else spec.fabric_rate_mbps
+                out.append((leaf_name(leaf), leaf_dpid(leaf), port, rate))
+        for spine in range(1, spec.spines + 1):
+            for port in range(1, spec.leaves + 1):
+                out.append((spine_name(spine), spine_dpid(spine), port, spec.fabric_rate_mbps))
+        return out
+
     def switch_dpids(self) -> Dict[str, int]:
         d = {spine_name(i): spine_dpid(i) for i in range(1, self.spec.spines + 1)}
         d.update({leaf_name(i): leaf_dpid(i) for i in range(1, self.spec.leaves + 1)})
