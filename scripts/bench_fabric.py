@@ -21,7 +21,13 @@ import tempfile
 import time
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, PROJECT_DIR)
+if PROJECT_DIR not in sys.path:
+    sys.path.insert(0, PROJECT_DIR)
+
+from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
+
+if __name__ == "__main__":
+    ensure_env("bench_fabric.py", needs_fabric=True)  # set up what is missing, continue in .venv
 
 from testbed.fabric import Testbed  # noqa: E402
 from testbed.topo import FabricSpec  # noqa: E402

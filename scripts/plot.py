@@ -46,6 +46,11 @@ PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if PROJECT_DIR not in sys.path:
     sys.path.insert(0, PROJECT_DIR)
 
+from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
+
+if __name__ == "__main__":
+    ensure_env("plot.py", needs_fabric=False)  # set up what is missing, continue in .venv
+
 import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")  # files only; never needs a display

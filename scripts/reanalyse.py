@@ -16,7 +16,13 @@ import sys
 import time
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, PROJECT_DIR)
+if PROJECT_DIR not in sys.path:
+    sys.path.insert(0, PROJECT_DIR)
+
+from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
+
+if __name__ == "__main__":
+    ensure_env("reanalyse.py", needs_fabric=False)  # set up what is missing, continue in .venv
 
 from testbed import reconstruct  # noqa: E402
 

@@ -50,6 +50,15 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if PROJECT_DIR not in sys.path:
+    sys.path.insert(0, PROJECT_DIR)
+
+from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
+
+if __name__ == "__main__":
+    # Set up what is missing and continue in .venv; collecting finished runs needs no fabric.
+    ensure_env("sweep.py", needs_fabric=not ({"-h", "--help", "--collect-only"} & set(sys.argv[1:])))
+
 RUNNER_SCRIPT = os.path.join(PROJECT_DIR, "testbed", "run.py")
 DEFAULT_SCENARIO = os.path.join(PROJECT_DIR, "workloads", "scenarios", "default.yaml")
 
@@ -822,21 +831,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_BAD_INPUT
 
 
-def _ensure_project_env() -> None:
-    """Re-execute under the project's virtual environment if this interpreter lacks tqdm (``sudo python``)."""
-    try:
-        import tqdm  # noqa: F401
-        return
-    except ImportError:
-        pass
-    venv_python = os.path.join(os.environ.get("FLUX_VENV", os.path.join(PROJECT_DIR, ".venv")), "bin", "python")
-    if os.path.exists(venv_python) and os.environ.get("FLUX_SWEEP_REEXEC") != "1":
-        os.environ["FLUX_SWEEP_REEXEC"] = "1"
-        os.execv(venv_python, [venv_python, os.path.abspath(__file__)] + sys.argv[1:])
-    sys.stderr.write("sweep.py: tqdm is missing; run: sudo bash scripts/install.sh\n")
-    sys.exit(EXIT_BAD_INPUT)
-
-
 if __name__ == "__main__":
-    _ensure_project_env()
     sys.exit(main())

@@ -12,12 +12,14 @@ import csv
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
 from collections import defaultdict
 from typing import Dict, List, Sequence
 
+from testbed import state
 from workloads.model import JobSpec
 
 LOG = logging.getLogger("flux.run")
@@ -101,14 +103,11 @@ def run_jobs(tb, jobs: Sequence[JobSpec], out: str, seed: int, time_limit_s: flo
     finally:
         if bar is not None:
             bar.close()
+        # All at once: one by one, 16 workers that ignore SIGTERM would hold the runner for 48 s.
+        state.end_processes([(p.pid, signal.SIGTERM) for _job, _rank, p, _err in procs if p.poll() is None],
+                            grace_s=3.0)
         for job, rank, p, stderr in procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(3)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(3)
+            p.wait()
             stderr.close()
             if p.returncode != 0:
                 failed.append(f"{job.name} rank {rank} (exit {p.returncode})")

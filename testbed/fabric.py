@@ -56,6 +56,34 @@ def free_tcp_port() -> int:
         return s.getsockname()[1]
 
 
+def controller_listening(ip: str, port: int, timeout_s: float = 1.0) -> bool:
+    """Whether something accepts TCP connections at ip:port (the controller's OpenFlow listener)."""
+    try:
+        with socket.create_connection((ip, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def _remote_controller_class():
+    """Mininet's RemoteController with a listening check that cannot fail on the bytes the controller sends.
+
+    Mininet checks by running ``echo A | telnet -e A IP PORT`` in a shell and decoding the output as UTF-8; the
+    OpenFlow HELLO that a listening controller sends back is binary, so that check sometimes raises
+    UnicodeDecodeError. A plain TCP connect answers the same question."""
+    from mininet.log import warn
+    from mininet.node import RemoteController
+
+    class ListeningController(RemoteController):
+        def isListening(self, ip, port):
+            if controller_listening(ip, port):
+                return True
+            warn(f"Unable to contact the remote controller at {ip}:{port}\n")
+            return False
+
+    return ListeningController
+
+
 class ControlClient:
     """Request/response over the controller's Unix datagram control socket."""
 
@@ -111,6 +139,7 @@ class Testbed:
         self.monitor_socket = os.path.join(state.STATE_DIR, f"mon-{tag}.sock")
         self.timings: Dict[str, float] = {}
         self.hosts: Dict[str, object] = {}
+        self._marker_before: Optional[str] = None
 
     # ------------------------------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "Testbed":
@@ -128,6 +157,10 @@ class Testbed:
         os.makedirs(self.out_dir, exist_ok=True)
         os.makedirs(state.STATE_DIR, exist_ok=True)
         self.state.save()
+        # Every process started from here on (controllers, Mininet's shells, whatever runs in a host) inherits the
+        # run's token, so that none can outlive the run unnoticed (testbed/state.py).
+        self._marker_before = os.environ.get(state.MARKER)
+        os.environ[state.MARKER] = self.state.token
         for path in (self.events_socket, self.control_socket, self.monitor_socket):
             self.state.add_file(path)
         self._raise_datagram_queue()
@@ -142,38 +175,62 @@ class Testbed:
         self._configure_hosts()
         self._install_classes()
 
-    def stop(self) -> None:
+    def stop(self, fast: bool = False) -> None:
+        """Tear everything down; safe after a partial start and when called twice.
+
+        ``fast`` (after a signal or a failed start) skips Mininet's orderly stop, which talks to every host's
+        shell and can block on one that was cut off mid-command: all processes get their signal at once, bridges
+        go in one OVS transaction, and the whole teardown takes a few seconds at most."""
         t0 = time.time()
         if self.net is not None:
-            try:
-                self.net.stop()
-            except Exception as exc:  # keep tearing down the rest
-                LOG.warning("mininet stop failed: %s", exc)
+            if not fast:
+                try:
+                    self.net.stop()
+                except Exception as exc:  # keep tearing down the rest
+                    LOG.warning("mininet stop failed: %s", exc)
+                    fast = True
+            if fast:
+                self._close_mininet_files()
             self.net = None
             self.timings["stop_s"] = time.time() - t0
         for client in self.clients.values():
             client.close()
         self.clients = {}
-        for proc in self.controllers.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)  # the app writes its final statistics on SIGTERM
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
+        # The scheduler writes its final statistics on SIGTERM; all controllers are given the same 5 s together.
+        running = [proc for proc in self.controllers.values() if proc.poll() is None]
+        state.end_processes([(proc.pid, signal.SIGTERM) for proc in running], grace_s=2.0 if fast else 5.0)
+        for proc in running:
+            proc.poll()
         self.controllers = {}
         for path in (self.events_socket, self.control_socket, self.monitor_socket):
             if os.path.exists(path):
                 os.unlink(path)
         self._restore_datagram_queue()
-        # Whatever the steps above missed (a host shell that survived, a bridge OVS did not delete) is removed
-        # from the record, by pid and by name.
+        # Whatever the steps above missed (a host shell that survived, a process started in a host, a bridge OVS
+        # did not delete) is removed from the record and by the run's token.
         leftover = state.leftovers(self.state.data)
         if leftover:
-            LOG.warning("removing leftovers: %s", ", ".join(leftover))
+            if not fast:
+                LOG.warning("removing leftovers: %s", ", ".join(leftover))
             state.remove(self.state.data)
         self.state.clear()
+        if os.environ.get(state.MARKER) == self.state.token:
+            if self._marker_before is None:
+                del os.environ[state.MARKER]
+            else:
+                os.environ[state.MARKER] = self._marker_before
+
+    def _close_mininet_files(self) -> None:
+        """Close the pseudo-terminals Mininet holds for its shells (net.stop() would have)."""
+        for node in list(self.net.hosts) + list(self.net.switches) + list(self.net.controllers):
+            stdin, slave = getattr(node, "stdin", None), getattr(node, "slave", None)
+            try:
+                if stdin is not None:
+                    stdin.close()
+                if slave is not None:
+                    os.close(slave)
+            except OSError:
+                pass
 
     def _raise_datagram_queue(self) -> None:
         """Let bursts of worker events queue at the controller instead of being dropped.
@@ -229,11 +286,19 @@ class Testbed:
             # Own session: a Ctrl-C in the terminal reaches the runner, which stops the controller in order.
             # The scheduler stands for a controller on its own machine: on a 2-core box it must not queue behind
             # emulated hosts for the CPU, or reaction latency would measure the emulator, not the policy.
+            # It also dies with the runner, even one killed with SIGKILL.
             niceness = CONTROLLER_NICENESS[role]
+            die_with_runner = state.die_with_parent()
+
+            def preexec(n=niceness, die=die_with_runner):
+                die()
+                if n:
+                    os.nice(n)
             proc = subprocess.Popen(
                 [sys.executable, "-m", "controller.launcher", "--ofp-tcp-listen-port", str(port)],
                 cwd=PROJECT_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=(lambda n=niceness: os.nice(n)) if niceness else None)
+                preexec_fn=preexec)
+            log.close()
             self.controllers[role] = proc
             self.state.add_process(proc.pid, f"controller ({role})")
         for role, proc in self.controllers.items():
@@ -243,11 +308,9 @@ class Testbed:
                 if proc.poll() is not None:
                     raise TestbedError(f"the {role} controller exited at start (code {proc.returncode}); "
                                        f"see {log_name}:\n{self._log_tail(log_name)}")
-                try:
-                    with socket.create_connection(("127.0.0.1", self.of_ports[role]), timeout=0.5):
-                        break
-                except OSError:
-                    time.sleep(0.1)
+                if controller_listening("127.0.0.1", self.of_ports[role], timeout_s=0.5):
+                    break
+                time.sleep(0.1)
             else:
                 raise TestbedError(f"the {role} controller did not listen on 127.0.0.1:{self.of_ports[role]} "
                                    f"within 30 s")
@@ -315,7 +378,7 @@ class Testbed:
         from mininet.link import Link
         from mininet.log import setLogLevel
         from mininet.net import Mininet
-        from mininet.node import OVSSwitch, RemoteController
+        from mininet.node import OVSSwitch
 
         setLogLevel(os.environ.get("FLUX_MININET_LOG", "warning"))
         s = self.spec
@@ -324,8 +387,9 @@ class Testbed:
         switch = partial(OVSSwitch, datapath=self.datapath, protocols="OpenFlow13", failMode="secure")
         self.net = Mininet(topo=topo, switch=switch, link=Link, build=False, autoSetMacs=False,
                            controller=None, waitConnected=False)
+        controller_class = _remote_controller_class()
         for role, port in self.of_ports.items():
-            self.net.addController(role[:3], controller=RemoteController, ip="127.0.0.1", port=port)
+            self.net.addController(role[:3], controller=controller_class, ip="127.0.0.1", port=port)
         # Record names before they exist: a kill in the middle of build() must still be cleanable.
         self.state.add_bridges(list(topo.switches()))
         intfs = []
@@ -384,7 +448,9 @@ class Testbed:
         """Start a process in a host's namespace with the project's interpreter and import path."""
         env = dict(os.environ, PYTHONPATH=PROJECT_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.update(kwargs.pop("env", {}))
-        p = self.hosts[host].popen(args, cwd=PROJECT_DIR, env=env, **kwargs)
+        # mnexec attaches to the host's namespaces and execs the command, so the process is our child: it dies
+        # with the runner, even one killed with SIGKILL (its namespace may already be gone then).
+        p = self.hosts[host].popen(args, cwd=PROJECT_DIR, env=env, preexec_fn=state.die_with_parent(), **kwargs)
         self.state.add_process(p.pid, f"{host}: {' '.join(args[:4])}")
         return p
 

@@ -17,39 +17,21 @@ import os
 import sys
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _ensure_project_env() -> None:
-    """Re-execute under the project's virtual environment when started with another interpreter.
-
-    ``sudo python testbed/run.py`` picks whatever ``python`` root has; the dependencies live in <project>/.venv
-    (scripts/install.sh)."""
-    venv_python = os.path.join(os.environ.get("FLUX_VENV", os.path.join(PROJECT_DIR, ".venv")), "bin", "python")
-    if os.path.realpath(sys.prefix) == os.path.realpath(os.path.dirname(os.path.dirname(venv_python))):
-        return
-    try:
-        import mininet.net  # noqa: F401
-        import ryu  # noqa: F401
-        import numpy  # noqa: F401
-        return
-    except ImportError:
-        pass
-    if os.path.exists(venv_python) and os.environ.get("FLUX_REEXEC") != "1":
-        os.environ["FLUX_REEXEC"] = "1"
-        os.execv(venv_python, [venv_python, os.path.abspath(__file__)] + sys.argv[1:])
-    sys.stderr.write("run.py: the project's Python environment is missing; run: sudo bash scripts/install.sh\n")
-    sys.exit(2)
-
-
-if __name__ == "__main__":
-    _ensure_project_env()
 if PROJECT_DIR not in sys.path:
     sys.path.insert(0, PROJECT_DIR)
+
+from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
+
+if __name__ == "__main__":
+    # ``sudo python testbed/run.py`` picks whatever ``python`` root has: set up what is missing, then continue in
+    # <project>/.venv. Asking for --help needs no set-up beyond the environment.
+    ensure_env("run.py", needs_fabric=not ({"-h", "--help"} & set(sys.argv[1:])))
 
 import argparse  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import platform  # noqa: E402
+import re  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
@@ -61,7 +43,9 @@ from testbed.topo import FabricLayout, FabricSpec  # noqa: E402
 
 LOG = logging.getLogger("flux.run")
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+# One path component that is not "." or "..": a run id names a folder under results/.
+SAFE_RUN_ID = re.compile(r"(?!\.\.?$)[A-Za-z0-9._+-]{1,128}")
 
 
 class BadInput(Exception):
@@ -138,9 +122,15 @@ def validate(args) -> dict:
     spec = FabricSpec(args.spines, args.leaves, args.hosts_per_leaf, args.host_rate, args.fabric_rate)
     try:
         spec.validate()
-        qos.tree_commands("x", args.host_rate, args.class_floor, args.queue_ms, args.class_mode)
+        for rate in sorted({args.host_rate, args.fabric_rate}):
+            qos.tree_commands("x", rate, args.class_floor, args.queue_ms, args.class_mode)
     except ValueError as exc:
         raise BadInput(str(exc))
+    if args.run_id is not None and not SAFE_RUN_ID.fullmatch(args.run_id):
+        raise BadInput(f"--run-id {args.run_id!r}: use one folder name of letters, digits and . _ + - "
+                       "(it names results/<run-id>/)")
+    if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise BadInput(f"--out {args.out}: exists and is not a directory")
     if not 0.01 <= args.poll_interval <= 10:
         raise BadInput(f"--poll-interval must be between 0.01 and 10 s (got {args.poll_interval})")
     if args.iterations is not None and args.iterations < 1:
@@ -305,7 +295,7 @@ def run(args, resolved: dict) -> int:
     except Interrupted as exc:
         LOG.error("interrupted (%s); tearing down", exc)
         summary["error"] = f"interrupted: {exc}"
-        code = 130
+        code = EXIT_INTERRUPTED
     except TestbedError as exc:
         LOG.error("%s", exc)
         summary["error"] = str(exc)
@@ -320,10 +310,11 @@ def run(args, resolved: dict) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
         LOG.info("[4/4] teardown")
-        tb.stop()
+        # After a signal the user wants the terminal back: the fast teardown (a few seconds at most).
+        tb.stop(fast=code == EXIT_INTERRUPTED)
         summary["timings"] = dict(tb.timings)
         summary["finished_at"] = time.time()
-        if not args.no_workload and "jobs" in summary:
+        if not args.no_workload and "jobs" in summary and code != EXIT_INTERRUPTED:
             try:
                 summary.update(experiment.analyse(out, summary))
             except Exception as exc:  # analysis must never hide the run's own result
@@ -336,26 +327,33 @@ def run(args, resolved: dict) -> int:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
-                        format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    try:
-        resolved = validate(args)
-        preflight(args.datapath)
-    except BadInput as exc:
-        sys.stderr.write(f"run.py: {exc}\n")
-        return EXIT_BAD_INPUT
-    removed = clean_stale()
-    if removed:
-        LOG.warning("removed the leftovers of an earlier run that was killed: %s", "; ".join(removed))
-
     def on_signal(signum, frame):
         raise Interrupted(signal.Signals(signum).name)
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
-    return run(args, resolved)
+    # From the start, so that a signal at any moment ends the run the same way (never with a traceback).
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    try:
+        args = build_parser().parse_args(argv)
+        logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                            format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+        try:
+            resolved = validate(args)
+            preflight(args.datapath)
+        except BadInput as exc:
+            sys.stderr.write(f"run.py: {exc}\n")
+            return EXIT_BAD_INPUT
+        removed = clean_stale()
+        if removed:
+            LOG.warning("removed the leftovers of an earlier run that was killed: %s", "; ".join(removed))
+    except Interrupted as exc:
+        sys.stderr.write(f"run.py: interrupted ({exc}) before the fabric was started\n")
+        return EXIT_INTERRUPTED
+    try:
+        return run(args, resolved)
+    except Interrupted as exc:  # between the checks and the start of the fabric: nothing to tear down
+        sys.stderr.write(f"run.py: interrupted ({exc}) before the fabric was started\n")
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -1,22 +1,29 @@
 """Run state on disk, so that a run killed with SIGKILL can be cleaned up by the next one.
 
-A run records, as soon as it creates them, the processes it started (controller, Mininet host shells, workers),
-the OVS bridges and the root-namespace interfaces of the fabric in ``STATE_DIR/state.json``. A later run that
-finds the file while the recorded runner is dead removes exactly those things, nothing found by name: processes
-are ended by pid (after checking their command line still is what was recorded, since pids get reused),
-bridges and interfaces by their recorded names.
+A run records, as soon as it creates them, the processes it started (controller, Mininet host shells, workers,
+traffic), the OVS bridges and the root-namespace interfaces of the fabric in ``STATE_DIR/state.json``. Every
+process a run starts also carries the run's token in its environment (``FLUX_TESTBED_RUN``), inherited by
+whatever it starts in turn, so processes that were never recorded (a worker's child, a process started while
+the runner was being killed) are found too. A later run that finds the file while the recorded runner is dead
+removes exactly those things, nothing found by name: processes by pid (a recorded pid only if its start time is
+still the recorded one, since pids get reused; a marked one only if it carries this run's token), bridges and
+interfaces by their recorded names.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
 import subprocess
 import time
-from typing import Dict, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 STATE_DIR = os.environ.get("FLUX_STATE_DIR", "/run/flux-testbed")
 STATE_FILE = os.path.join(STATE_DIR, "state.json")
+MARKER = "FLUX_TESTBED_RUN"
+KILL_GRACE_S = 2.0
+_PR_SET_PDEATHSIG = 1
 
 
 def _cmdline(pid: int) -> Optional[str]:
@@ -25,6 +32,94 @@ def _cmdline(pid: int) -> Optional[str]:
             return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
         return None
+
+
+def start_time(pid: int) -> Optional[int]:
+    """The process's start time in clock ticks since boot (with the pid, a unique identity)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def run_token(pid: int) -> Optional[str]:
+    """The run token in a process's environment, if it was started by a testbed run."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read()
+    except OSError:
+        return None
+    key = MARKER.encode() + b"="
+    for item in env.split(b"\0"):
+        if item.startswith(key):
+            return item[len(key):].decode(errors="replace")
+    return None
+
+
+def marked_processes(token: Optional[str] = None) -> List[int]:
+    """Pids of live processes carrying ``token`` (any testbed token if None), this process excluded."""
+    own = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == own:
+            continue
+        value = run_token(int(name))
+        if value is not None and (token is None or value == token):
+            found.append(int(name))
+    return found
+
+
+def die_with_parent(sig: int = signal.SIGKILL):
+    """A ``preexec_fn``: the child gets ``sig`` when the process that started it dies, even by SIGKILL."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def preexec():
+        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    return preexec
+
+
+def end_processes(targets: Iterable[Tuple[int, int]], grace_s: float = KILL_GRACE_S) -> List[int]:
+    """End processes together: each gets its first signal (SIGTERM, or SIGKILL for shells that ignore it), all
+    get ``grace_s`` in total to exit, then SIGKILL. ``targets`` are (pid, first signal). Returns the pids that
+    were alive."""
+    alive = []
+    for pid, first in targets:
+        try:
+            os.kill(pid, first)
+            alive.append(pid)
+        except ProcessLookupError:
+            pass
+    pending = _wait_gone(alive, grace_s)
+    for pid in pending:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _wait_gone(pending, 2.0)
+    return alive
+
+
+def _wait_gone(pids: List[int], timeout_s: float) -> List[int]:
+    """Wait until the processes are gone; returns those still there. A zombie counts as gone: our own children
+    are left for their Popen objects to reap, which keeps their exit status."""
+    deadline = time.monotonic() + timeout_s
+    pending = list(pids)
+    while pending:
+        pending = [pid for pid in pending if _exists(pid)]
+        if not pending or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    return pending
+
+
+def _exists(pid: int) -> bool:
+    """Alive and not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def pid_alive(pid: int) -> bool:
@@ -41,12 +136,20 @@ class RunState:
     """The live record of what this run has created."""
 
     def __init__(self, run_id: str, out_dir: str):
-        self.data: Dict = {"run_id": run_id, "runner_pid": os.getpid(), "out_dir": out_dir,
+        self.data: Dict = {"run_id": run_id, "runner_pid": os.getpid(), "runner_start_time": start_time(os.getpid()),
+                           "out_dir": out_dir,
+                           "token": f"{run_id}:{os.getpid()}:{time.time_ns()}",
                            "started_at": time.time(), "processes": [], "bridges": [], "interfaces": [],
                            "files": []}
 
+    @property
+    def token(self) -> str:
+        """The value of ``MARKER`` in the environment of every process this run starts."""
+        return self.data["token"]
+
     def add_process(self, pid: int, role: str) -> None:
-        self.data["processes"].append({"pid": pid, "role": role, "cmdline": _cmdline(pid) or ""})
+        self.data["processes"].append({"pid": pid, "role": role, "start_time": start_time(pid),
+                                       "cmdline": _cmdline(pid) or ""})
         self.save()
 
     def add_bridges(self, names: List[str]) -> None:
@@ -88,47 +191,47 @@ def load() -> Optional[Dict]:
 def active_run() -> Optional[Dict]:
     """The state of a run whose runner is still alive, if any."""
     st = load()
-    if st and st.get("runner_pid", -1) > 0 and st["runner_pid"] != os.getpid() and pid_alive(st["runner_pid"]):
-        cmd = _cmdline(st["runner_pid"]) or ""
-        if "run.py" in cmd or "testbed" in cmd or "pytest" in cmd:
-            return st
-    return None
+    if not st or st.get("runner_pid", -1) <= 0 or st["runner_pid"] == os.getpid():
+        return None
+    if st.get("runner_start_time") is not None:
+        return st if start_time(st["runner_pid"]) == st["runner_start_time"] else None
+    return st if pid_alive(st["runner_pid"]) else None
 
 
-def kill_process(pid: int, expected_cmdline: str = "", grace_s: float = 2.0) -> bool:
-    """End one process by pid (TERM, then KILL); only if its command line is still the recorded one."""
-    current = _cmdline(pid)
-    if current is None:
-        return False
-    if expected_cmdline and current != expected_cmdline:
-        return False
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return True
-        deadline = time.time() + grace_s
-        while time.time() < deadline:
-            if _cmdline(pid) is None:
-                return True
-            try:  # reap it if it is our child
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-            time.sleep(0.05)
-    return _cmdline(pid) is None
+def _is_recorded(proc: Dict) -> bool:
+    """Whether the recorded process still runs (same pid and start time: not a reused pid)."""
+    started = start_time(proc["pid"])
+    return started is not None and started == proc.get("start_time") and _exists(proc["pid"])
+
+
+def _first_signal(role: str) -> int:
+    # Mininet's host shells are interactive bash, which ignores SIGTERM; everything else gets a chance to exit.
+    return signal.SIGKILL if role.startswith(("host ", "shell ")) else signal.SIGTERM
+
+
+def run_processes(st: Dict) -> List[Tuple[int, str]]:
+    """(pid, role) of every live process of a run: recorded ones that are still themselves, and marked ones."""
+    found = {proc["pid"]: proc["role"] for proc in st.get("processes", []) if _is_recorded(proc)}
+    if st.get("token"):
+        for pid in marked_processes(st["token"]):
+            found.setdefault(pid, f"shell or child ({(_cmdline(pid) or '?')[:60]})")
+    return sorted(found.items())
 
 
 def remove(st: Dict) -> List[str]:
     """Remove everything a (dead) run recorded. Returns a description of what was removed."""
     removed = []
-    for proc in reversed(st.get("processes", [])):
-        if kill_process(proc["pid"], proc.get("cmdline", "")):
-            removed.append(f"process {proc['pid']} ({proc['role']})")
-    for br in st.get("bridges", []):
-        r = subprocess.run(["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", br], capture_output=True)
-        if r.returncode == 0:
-            removed.append(f"bridge {br}")
+    processes = run_processes(st)
+    ended = set(end_processes((pid, _first_signal(role)) for pid, role in processes))
+    removed += [f"process {pid} ({role})" for pid, role in processes if pid in ended]
+    present = set(_bridges())
+    bridges = [br for br in st.get("bridges", []) if br in present]
+    if bridges:
+        cmd = ["ovs-vsctl", "--timeout=5"]
+        for br in bridges:
+            cmd += ["--", "--if-exists", "del-br", br]
+        if subprocess.run(cmd, capture_output=True).returncode == 0:
+            removed += [f"bridge {br}" for br in bridges]
     for intf in st.get("interfaces", []):
         if os.path.exists(f"/sys/class/net/{intf}"):
             subprocess.run(["ip", "link", "del", intf], capture_output=True)
@@ -155,13 +258,55 @@ def remove(st: Dict) -> List[str]:
 
 def leftovers(st: Dict) -> List[str]:
     """What of a recorded run still exists (used by tests and by the runner's final check)."""
-    left = []
-    for proc in st.get("processes", []):
-        cmd = _cmdline(proc["pid"])
-        if cmd is not None and cmd == proc.get("cmdline"):
-            left.append(f"process {proc['pid']} ({proc['role']})")
-    out = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True).stdout.split()
+    left = [f"process {pid} ({role})" for pid, role in run_processes(st)]
+    out = _bridges()
     left += [f"bridge {b}" for b in st.get("bridges", []) if b in out]
     left += [f"interface {i}" for i in st.get("interfaces", []) if os.path.exists(f"/sys/class/net/{i}")]
     left += [f"file {p}" for p in st.get("files", []) if os.path.exists(p)]
     return left
+
+
+def _bridges() -> List[str]:
+    r = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True)
+    return r.stdout.split()
+
+
+# ---------------------------------------------------------------------------------- what a run can leave behind
+def snapshot() -> Dict[str, set]:
+    """Everything of the machine a run could leave behind: testbed processes (by their run token), OVS bridges,
+    root-namespace interfaces, named network namespaces and the state file. Compared before and after by the
+    tests' guard (tests/conftest.py) and by scripts/bench_kills.py."""
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {
+        "process": {str(pid) for pid in marked_processes()},
+        "bridge": set(_bridges()),
+        "interface": set(os.listdir("/sys/class/net")),
+        "namespace": {line.split()[0] for line in netns.splitlines() if line.strip()},
+        "state file": {STATE_FILE} if os.path.exists(STATE_FILE) else set(),
+    }
+
+
+def new_since(before: Dict[str, set], grace_s: float = 0.0) -> Dict[str, List[str]]:
+    """What exists now and did not in ``before``, waiting up to ``grace_s`` for it to go away by itself."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        after = snapshot()
+        new = {kind: sorted(names - before.get(kind, set())) for kind, names in after.items()}
+        new = {kind: names for kind, names in new.items() if names}
+        if not new or time.monotonic() >= deadline:
+            return new
+        time.sleep(0.2)
+
+
+def remove_things(things: Dict[str, List[str]]) -> None:
+    """Remove what ``new_since`` found (processes by pid, the rest by name)."""
+    end_processes([(int(pid), signal.SIGKILL) for pid in things.get("process", [])])
+    for br in things.get("bridge", []):
+        subprocess.run(["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", br], capture_output=True)
+    for intf in things.get("interface", []):
+        subprocess.run(["ip", "link", "del", intf], capture_output=True)
+    for ns in things.get("namespace", []):
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    for path in things.get("state file", []):
+        if os.path.exists(path):
+            os.unlink(path)

@@ -8,16 +8,22 @@ have a known 5-tuple to be given a class. Run inside Mininet hosts::
 
 The receiver reports the bytes received and the goodput over the interval after a warm-up (default 1 s), when
 TCP has left slow start and the priority classes have settled.
+
+Neither side can hang: every socket has a timeout, and each process ends itself (SIGALRM) a minute after its
+planned duration, even if its host's namespace disappeared under it.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import socket
 import sys
 import time
 
 CHUNK = 64 * 1024
+IO_TIMEOUT_S = 5.0
+OVERRUN_S = 60  # a process still alive this long after its planned end is stuck: SIGALRM ends it
 
 
 def serve(bind: str, port: int, duration: float, warmup: float) -> dict:
@@ -27,7 +33,7 @@ def serve(bind: str, port: int, duration: float, warmup: float) -> dict:
     lsock.listen(1)
     lsock.settimeout(duration + 30)
     conn, peer = lsock.accept()
-    conn.settimeout(5)
+    conn.settimeout(IO_TIMEOUT_S)
     start = time.monotonic()
     total = measured = 0
     buf = bytearray(CHUNK)
@@ -57,6 +63,7 @@ def send(bind: str, sport: int, dst: str, port: int, duration: float) -> dict:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((bind, sport))
+    sock.settimeout(IO_TIMEOUT_S)
     deadline = time.monotonic() + 10
     while True:
         try:
@@ -69,10 +76,11 @@ def send(bind: str, sport: int, dst: str, port: int, duration: float) -> dict:
     payload = b"\0" * CHUNK
     sent = 0
     end = time.monotonic() + duration + 0.5
+    sock.settimeout(IO_TIMEOUT_S)  # a receiver that stopped reading (or vanished) ends the sender
     try:
         while time.monotonic() < end:
             sent += sock.send(payload)
-    except (BrokenPipeError, ConnectionResetError):
+    except (BrokenPipeError, ConnectionResetError, socket.timeout):
         pass
     sock.close()
     return {"bytes": sent}
@@ -93,6 +101,7 @@ def main(argv=None) -> int:
     c.add_argument("--port", type=int, required=True)
     c.add_argument("--duration", type=float, default=5.0)
     a = p.parse_args(argv)
+    signal.alarm(int(a.duration + 30 + OVERRUN_S))
     if a.cmd == "serve":
         out = serve(a.bind, a.port, a.duration, a.warmup)
     else:

@@ -1,10 +1,11 @@
-"""Shared test fixtures: the ``root`` marker and a small live fabric.
+"""Shared test fixtures: the ``root`` marker, and a guard that fails any test leaving something behind.
 
 Tests that need a real network are marked ``@pytest.mark.root``. Run as a normal user they are skipped. Run as
 root (as CI does) they are required: if Open vSwitch is not running the session stops with an error instead of
 skipping them, so a broken machine can never pass by skipping (FLUX_REQUIRE_ROOT_TESTS=1 requires them for any
 user).
 """
+import functools
 import os
 import subprocess
 import sys
@@ -15,7 +16,10 @@ PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if PROJECT_DIR not in sys.path:
     sys.path.insert(0, PROJECT_DIR)
 
+from testbed import state  # noqa: E402
 
+
+@functools.lru_cache(maxsize=None)
 def _root_unavailable_reason():
     if os.geteuid() != 0:
         return "needs root"
@@ -36,3 +40,35 @@ def pytest_collection_modifyitems(config, items):
                     returncode=1)
     for item in root_items:
         item.add_marker(pytest.mark.skip(reason=reason))
+
+
+# ------------------------------------------------------------------------------------------ nothing left behind
+LEFTOVER_GRACE_S = 3.0
+
+
+def _check_nothing_new(before, what):
+    left = state.new_since(before, grace_s=LEFTOVER_GRACE_S)
+    if left:
+        state.remove_things(left)
+        described = "; ".join(f"{kind} {', '.join(names)}" for kind, names in left.items())
+        pytest.fail(f"{what} left behind: {described}", pytrace=False)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nothing_left_behind_by_module():
+    """Like ``nothing_left_behind``, for what a module's shared fixtures (a live fabric) start and stop."""
+    before = state.snapshot() if _root_unavailable_reason() is None else None
+    yield
+    if before is not None:
+        _check_nothing_new(before, "this module")
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind():
+    """Fails the test (and so the session) if it leaves a testbed process, a bridge, an interface, a namespace
+    or a state file behind that was not there before it; removes what it left so that the next test starts
+    clean. Runs where the root tests run (as root, with Open vSwitch)."""
+    before = state.snapshot() if _root_unavailable_reason() is None else None
+    yield
+    if before is not None:
+        _check_nothing_new(before, "this test")

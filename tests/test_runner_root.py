@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -74,16 +75,56 @@ def test_every_scheduler_runs_the_default_scenario(tmp_path, scheduler):
     assert_clean()
 
 
-def test_sigterm_tears_everything_down(tmp_path):
-    proc = subprocess.Popen(RUN + SMALL + ["--out", str(tmp_path / "term")], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    recorded = wait_for_hosts(proc)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130, out
-    assert "interrupted" in out
-    assert_clean(recorded)
-    summary = json.loads((tmp_path / "term" / "summary.json").read_text())
+class Runner:
+    """A runner in the background whose output is read as it comes, to signal it in a given phase."""
+
+    def __init__(self, args):
+        self.lines = []
+        self.proc = subprocess.Popen(RUN + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def wait_for(self, text, timeout=90):
+        deadline = time.time() + timeout
+        while not any(text in line for line in self.lines):
+            assert self.proc.poll() is None, "".join(self.lines)
+            assert time.time() < deadline, f"no {text!r} in {timeout} s:\n" + "".join(self.lines)
+            time.sleep(0.05)
+
+    def signal_and_time_exit(self, sig):
+        t0 = time.time()
+        self.proc.send_signal(sig)
+        self.proc.wait(60)
+        self.reader.join(5)
+        return time.time() - t0
+
+    @property
+    def output(self):
+        return "".join(self.lines)
+
+
+# Each phase of a run, and how long after it starts the signal comes: the fabric being built, the checks' bulk
+# traffic, the training workload.
+PHASES = [("[1/4] fabric", 0.3), ("[2/4] checks", 2.0), ("[3/4] workload", 1.0)]
+
+
+@pytest.mark.parametrize("phase, delay", PHASES, ids=["build", "checks", "workload"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_in_any_phase_ends_the_run_within_10_s_with_nothing_left(tmp_path, sig, phase, delay):
+    before = state.snapshot()
+    runner = Runner(SMALL + ["--out", str(tmp_path / "run")])
+    runner.wait_for(phase)
+    time.sleep(delay)
+    elapsed = runner.signal_and_time_exit(sig)
+    assert runner.proc.returncode == 130, runner.output
+    assert elapsed < 10, f"{elapsed:.1f} s to exit:\n{runner.output}"
+    assert "interrupted" in runner.output and "Traceback" not in runner.output
+    assert state.new_since(before, grace_s=1.0) == {}
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["ok"] is False and "interrupted" in summary["error"]
 
 
