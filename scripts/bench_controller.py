@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark the controller's reaction to operation events: latency and sustained flow-mod rate.
 
-    sudo .venv/bin/python scripts/bench_controller.py [--events 400] [--rate 100] [--load]
+    sudo python scripts/bench_controller.py [--events 400] [--rate 100] [--load]
 
 Brings up the default 16-host fabric with the ``flux`` scheduler and a synthetic set of jobs (no workers run),
 then plays operation events into the controller's event socket exactly as workers send them: for each

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark the emulated fabric and print the figures as JSON.
 
-    sudo .venv/bin/python scripts/bench_fabric.py [--duration 5]
+    sudo python scripts/bench_fabric.py [--duration 5]
 
 * single-flow goodput / configured rate at 10 and 100 Mbit/s (host-to-host across a spine);
 * the top class's share of a congested port against a lower class (two senders into one 10 Mbit/s host port,

@@ -31,6 +31,11 @@ def test_help_explains_every_flag():
     (["--param", "novalue"], "name=value"),
     (["--poll-interval", "0"], "--poll-interval"),
     (["--hosts-per-leaf", "1", "--leaves", "2"], "hosts"),  # 2 hosts cannot hold the default jobs
+    (["--queue-ms", "0"], "--queue-ms 0 is shorter than one 1500-byte packet at 10 Mbit/s"),
+    (["--fabric-rate", "5", "--queue-ms", "2"], "--queue-ms 2 is shorter than one 1500-byte packet at 5 Mbit/s"),
+    (["--run-id", "../../x"], "--run-id '../../x': use one folder name"),
+    (["--run-id", ".."], "--run-id '..'"),
+    (["--run-id", "a/b"], "--run-id 'a/b'"),
 ])
 def test_bad_input_exits_2_with_one_line(args, message):
     r = run(*args)
@@ -56,3 +61,12 @@ def test_not_root_is_refused(monkeypatch, capsys):
     assert runner.main(["--scheduler", "ecmp"]) == 2
     err = capsys.readouterr().err
     assert "must run as root" in err and len(err.strip().splitlines()) == 1
+
+
+def test_out_naming_an_existing_file_is_refused(tmp_path):
+    existing = tmp_path / "summary.json"
+    existing.write_text("{}")
+    r = run("--out", str(existing))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == f"run.py: --out {existing}: exists and is not a directory"
+    assert existing.read_text() == "{}"
