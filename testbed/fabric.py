@@ -81,6 +81,10 @@ def _remote_controller_class():
             warn(f"Unable to contact the remote controller at {ip}:{port}\n")
             return False
 
+        def stop(self, *args, **kwargs):
+            # RemoteController.stop() does nothing, which leaves the node's own shell running after net.stop().
+            self.terminate()
+
     return ListeningController
 
 
