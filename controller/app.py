@@ -48,9 +48,11 @@ from ryu.lib import hub
 from ryu.ofproto import ofproto_v1_3
 
 from controller.schedulers.registry import make_scheduler
-from testbed.qos import class_to_dscp
-from testbed.topo import FabricLayout, leaf_dpid, spine_dpid
-from workloads.model import Decision, FabricView, FlowKey, JobSpec, OperationEvent
+from core.classes import class_to_dscp
+from core.config import ControllerConfig
+from core.fabric import leaf_dpid, spine_dpid
+from core.model import Decision, FlowKey, OperationEvent
+from core.stats import percentile
 
 LOG = logging.getLogger("flux.controller")
 
@@ -71,14 +73,6 @@ def decode_cookie(cookie: int) -> Optional[Tuple[int, int, int, int]]:
     if not cookie & FLOW_COOKIE:
         return None
     return (cookie >> 24) & 0xFFFF, (cookie >> 16) & 0xFF, (cookie >> 1) & 0x7FFF, cookie & 1
-
-
-def percentile(values: List[float], q: float) -> Optional[float]:
-    if not values:
-        return None
-    ordered = sorted(values)
-    idx = min(len(ordered) - 1, max(0, int(round(q / 100.0 * (len(ordered) - 1)))))
-    return ordered[idx]
 
 
 class _Csv:
@@ -104,22 +98,19 @@ class FluxController(app_manager.RyuApp):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         with open(os.environ["FLUX_CONTROLLER_CONFIG"]) as f:
-            cfg = json.load(f)
+            cfg = ControllerConfig.from_json(f.read())
         self.cfg = cfg
         # Two processes run this app: the "scheduler" owns the rules and reacts to events; the "monitor" only
         # polls counters over its own OpenFlow connection, so that parsing stats replies (tens of ms of Python
         # per round) never delays a reaction.
         self.role = os.environ.get("FLUX_CONTROLLER_ROLE", "scheduler")
-        self.layout = FabricLayout.from_dict(cfg["layout"])
+        self.layout = cfg.layout
         spec = self.layout.spec
-        self.jobs = [JobSpec.from_dict(j) for j in cfg["jobs"]]
-        self.view = FabricView(
-            spines=spec.spines, leaves=spec.leaves,
-            host_leaf=tuple((h.ip, h.leaf - 1) for h in self.layout.hosts),
-            host_rate_mbps=spec.host_rate_mbps, fabric_rate_mbps=spec.fabric_rate_mbps)
-        self.scheduler = make_scheduler(cfg["scheduler"], self.view, self.jobs, cfg.get("scheduler_params") or {})
-        self.poll_s = float(cfg.get("poll_interval_s", 0.1))
-        self.out = cfg["out_dir"]
+        self.jobs = list(cfg.jobs)
+        self.view = self.layout.view()
+        self.scheduler = make_scheduler(cfg.scheduler, self.view, self.jobs, cfg.scheduler_params)
+        self.poll_s = cfg.poll_interval_s
+        self.out = cfg.out_dir
         self.host_by_ip = {h.ip: h for h in self.layout.hosts}
         self.leaf_dpids = {leaf_dpid(i) for i in range(1, spec.leaves + 1)}
         self.spine_dpids = {spine_dpid(i) for i in range(1, spec.spines + 1)}
@@ -148,7 +139,7 @@ class FluxController(app_manager.RyuApp):
                                   "tx_dropped"])
             self.flow_csv = _Csv(os.path.join(self.out, "flow_stats.csv"),
                                  ["time", "dpid", "job", "bucket", "rank", "reverse", "packets", "bytes"])
-            self.control_sock = self._bind_unix(cfg["monitor_socket"])
+            self.control_sock = self._bind_unix(cfg.monitor_socket)
             loops = (self._counter_poll_loop, self._runner_control_loop, self._stats_file_loop)
             LOG.info("monitor: polling %d flows and all ports every %.3f s", len(self.flows), self.poll_s)
         else:
@@ -158,8 +149,8 @@ class FluxController(app_manager.RyuApp):
                                      ["time", "trigger", "flowmods", "latency_s", "decide_and_send_s"])
             self.decision_csv = _Csv(os.path.join(self.out, "decisions.csv"),
                                      ["time", "job", "bucket", "rank", "priority_class", "spine"])
-            self.events_sock = self._bind_unix(cfg["events_socket"])
-            self.control_sock = self._bind_unix(cfg["control_socket"])
+            self.events_sock = self._bind_unix(cfg.events_socket)
+            self.control_sock = self._bind_unix(cfg.control_socket)
             loops = (self._worker_event_loop, self._runner_control_loop, self._periodic_decide_loop,
                      self._stats_file_loop)
             LOG.info("scheduler %s, %d jobs, %d flows", self.scheduler.name, len(self.jobs), len(self.flows))

@@ -38,9 +38,11 @@ from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
 if __name__ == "__main__":
     ensure_env("bench_controller.py", needs_fabric=True)  # set up what is missing, continue in .venv
 
+from core.config import DEFAULT_POLL_INTERVAL_S  # noqa: E402
+from core.fabric import FabricLayout, FabricSpec  # noqa: E402
+from core.model import Bucket, FlowKey, JobSpec, ModelProfile, OperationEvent  # noqa: E402
+from core.stats import percentile  # noqa: E402
 from testbed.fabric import Testbed  # noqa: E402
-from testbed.topo import FabricLayout, FabricSpec  # noqa: E402
-from workloads.model import Bucket, FlowKey, JobSpec, ModelProfile, OperationEvent  # noqa: E402
 
 
 def synthetic_jobs(layout: FabricLayout, jobs: int = 4, workers: int = 4, buckets: int = 6):
@@ -55,11 +57,6 @@ def synthetic_jobs(layout: FabricLayout, jobs: int = 4, workers: int = 4, bucket
     return out
 
 
-def pct(values, q):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))] if values else None
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--events", type=int, default=400, help="operations to play (each 2-3 events)")
@@ -67,7 +64,7 @@ def main(argv=None) -> int:
                    help="operations launched per second (25: about the event rate of the headline scenario)")
     p.add_argument("--burst", type=int, default=200, help="pins in the flow-mod rate phase")
     p.add_argument("--load", action="store_true", help="bulk TCP traffic on the fabric meanwhile")
-    p.add_argument("--poll-interval", type=float, default=0.1, help="controller counter polling interval, s")
+    p.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL_S, help="controller counter polling interval, s")
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args(argv)
     if os.geteuid() != 0:
@@ -143,13 +140,13 @@ def main(argv=None) -> int:
         "reactions": len(lat),
         "flowmods_per_reaction_mean": statistics.mean(int(r["flowmods"]) for r in rows) if rows else None,
         "reaction_latency_ms_median": statistics.median(lat) if lat else None,
-        "reaction_latency_ms_p99": pct(lat, 99),
+        "reaction_latency_ms_p99": percentile(lat, 99),
         "event_delivery_ms_median": statistics.median(ev_lat) if ev_lat else None,
-        "event_delivery_ms_p99": pct(ev_lat, 99),
+        "event_delivery_ms_p99": percentile(ev_lat, 99),
         "class_changes_per_s": stats.get("flowmods_per_s"),
         "pinned_flowmods_per_s_sequential": mods / elapsed,
         "pin_latency_ms_mean": 1e3 * elapsed / a.burst,
-        "targets_met": bool(lat) and statistics.median(lat) <= 5 and pct(lat, 99) <= 20,
+        "targets_met": bool(lat) and statistics.median(lat) <= 5 and percentile(lat, 99) <= 20,
         "out_dir": out,
     })
     print(json.dumps(result, indent=2))

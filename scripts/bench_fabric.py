@@ -29,15 +29,16 @@ from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
 if __name__ == "__main__":
     ensure_env("bench_fabric.py", needs_fabric=True)  # set up what is missing, continue in .venv
 
+from core.fabric import FabricSpec  # noqa: E402
+from core.ring import ring_time_s  # noqa: E402
 from testbed.fabric import Testbed  # noqa: E402
-from testbed.topo import FabricSpec  # noqa: E402
 
 
 def allreduce_vs_analytic(size: int = 1_000_000, workers: int = 4, rate_mbps: float = 10.0) -> dict:
     """Median time of a ring all-reduce (one bucket, no compute, 3 iterations) against 2(N-1)/N x S / B."""
+    from core.fabric import FabricLayout
+    from core.model import Bucket, JobSpec, ModelProfile
     from testbed import experiment
-    from testbed.topo import FabricLayout
-    from workloads.model import Bucket, JobSpec, ModelProfile
 
     spec = FabricSpec(spines=1, leaves=1, hosts_per_leaf=workers, host_rate_mbps=rate_mbps)
     hosts = FabricLayout.from_spec(spec).hosts[:workers]
@@ -47,7 +48,7 @@ def allreduce_vs_analytic(size: int = 1_000_000, workers: int = 4, rate_mbps: fl
     out = tempfile.mkdtemp(prefix="flux-bench-fabric-")
     with Testbed(spec, out, jobs=[job]) as tb:
         res = experiment.run_jobs(tb, [job], out, seed=1, time_limit_s=120, progress=False)
-    analytic = 2 * (workers - 1) / workers * size * 8 / (rate_mbps * 1e6)
+    analytic = ring_time_s(size, workers, rate_mbps * 1e6)
     measured = res["jobs"][0]["op_time_p50_s"]
     ratio = measured / analytic
     return {"bytes": size, "workers": workers, "rate_mbps": rate_mbps, "analytic_s": analytic,

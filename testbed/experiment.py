@@ -19,8 +19,8 @@ import time
 from collections import defaultdict
 from typing import Dict, List, Sequence
 
+from core.model import JobSpec
 from testbed import state
-from workloads.model import JobSpec
 
 LOG = logging.getLogger("flux.run")
 
@@ -139,7 +139,7 @@ def configured_port_rates(tb) -> Dict[tuple, float]:
 
 def peer_ports(tb) -> Dict[tuple, tuple]:
     """(dpid, port) -> (dpid, port) at the other end, for links between switches."""
-    from testbed.topo import leaf_dpid, spine_dpid
+    from core.fabric import leaf_dpid, spine_dpid
     spec, out = tb.spec, {}
     for leaf in range(1, spec.leaves + 1):
         for spine in range(1, spec.spines + 1):

@@ -32,9 +32,11 @@ import time
 from functools import partial
 from typing import Dict, List, Optional, Sequence
 
+from core.config import DEFAULT_POLL_INTERVAL_S, ControllerConfig
+from core.fabric import FabricLayout, FabricSpec
+from core.model import FlowKey, JobSpec
 from testbed import qos, state
-from testbed.topo import FabricLayout, FabricSpec, LeafSpine
-from workloads.model import FlowKey, JobSpec
+from testbed.topo import LeafSpine
 
 LOG = logging.getLogger("flux.testbed")
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -116,7 +118,7 @@ class Testbed:
 
     def __init__(self, spec: FabricSpec, out_dir: str, scheduler: str = "ecmp",
                  scheduler_params: Optional[dict] = None, jobs: Sequence[JobSpec] = (),
-                 poll_interval_s: float = 0.1, class_floor: float = qos.DEFAULT_FLOOR,
+                 poll_interval_s: float = DEFAULT_POLL_INTERVAL_S, class_floor: float = qos.DEFAULT_FLOOR,
                  queue_ms: float = qos.DEFAULT_QUEUE_MS, run_id: str = "", datapath: Optional[str] = None,
                  class_mode: str = "strict"):
         spec.validate()
@@ -264,23 +266,16 @@ class Testbed:
                 pass
 
     # ----------------------------------------------------------------------------------------- controller
-    def controller_config(self) -> dict:
-        return {
-            "layout": self.layout.to_dict(),
-            "jobs": [j.to_dict() for j in self.jobs],
-            "scheduler": self.scheduler,
-            "scheduler_params": self.scheduler_params,
-            "poll_interval_s": self.poll_interval_s,
-            "out_dir": os.path.abspath(self.out_dir),
-            "events_socket": self.events_socket,
-            "control_socket": self.control_socket,
-            "monitor_socket": self.monitor_socket,
-        }
+    def controller_config(self) -> ControllerConfig:
+        return ControllerConfig(layout=self.layout, jobs=self.jobs, scheduler=self.scheduler,
+                                scheduler_params=self.scheduler_params, poll_interval_s=self.poll_interval_s,
+                                out_dir=os.path.abspath(self.out_dir), events_socket=self.events_socket,
+                                control_socket=self.control_socket, monitor_socket=self.monitor_socket)
 
     def _start_controllers(self) -> None:
         cfg_path = os.path.join(self.out_dir, "controller.json")
         with open(cfg_path, "w") as f:
-            json.dump(self.controller_config(), f, indent=1)
+            f.write(self.controller_config().to_json())
         for role in ("scheduler", "monitor"):
             self.of_ports[role] = port = free_tcp_port()
             env = dict(os.environ, FLUX_CONTROLLER_CONFIG=os.path.abspath(cfg_path), FLUX_CONTROLLER_ROLE=role,

@@ -32,29 +32,12 @@ from __future__ import annotations
 
 from typing import List
 
-from workloads.model import NUM_CLASSES
+from core.classes import NUM_CLASSES, tos_byte
 
 DEFAULT_FLOOR = 0.01
 DEFAULT_QUEUE_MS = 50.0
 BURST_MS = 2.0
 MTU_BYTES = 1500
-
-
-def class_to_dscp(priority_class: int) -> int:
-    if not 0 <= priority_class < NUM_CLASSES:
-        raise ValueError(f"priority class {priority_class} outside 0..{NUM_CLASSES - 1}")
-    return 8 * priority_class
-
-
-def dscp_to_class(dscp: int) -> int:
-    """Class of a packet with this DSCP; DSCPs that are not class selectors fall into class 0, like tc does."""
-    if not 0 <= dscp < 64:
-        raise ValueError(f"DSCP {dscp} outside 0..63")
-    return dscp // 8 if dscp % 8 == 0 else 0
-
-
-def tos_byte(priority_class: int) -> int:
-    return class_to_dscp(priority_class) << 2
 
 
 def htb_classid(priority_class: int) -> str:

@@ -30,7 +30,7 @@ import statistics
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from workloads.model import JobSpec
+from core.model import JobSpec
 
 Series = List[Tuple[float, int]]
 HANDSHAKE_BYTES = 1024  # SYN, SYN-ACK's ACK and the ring's 8-byte hello, with headers, stay below this

@@ -38,8 +38,9 @@ import subprocess  # noqa: E402
 import time  # noqa: E402
 from typing import List, Optional  # noqa: E402
 
+from core.config import DEFAULT_POLL_INTERVAL_S  # noqa: E402
+from core.fabric import FabricLayout, FabricSpec  # noqa: E402
 from testbed import qos, state  # noqa: E402
-from testbed.topo import FabricLayout, FabricSpec  # noqa: E402
 
 LOG = logging.getLogger("flux.run")
 
@@ -98,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--datapath", choices=["auto", "kernel", "user"], default="auto",
                    help="OVS datapath; auto = kernel if the openvswitch module is loaded, else userspace")
     c = p.add_argument_group("controller and output")
-    c.add_argument("--poll-interval", type=float, default=0.1, metavar="S",
+    c.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL_S, metavar="S",
                    help="port and flow counter polling interval of the controller, seconds")
     c.add_argument("--out", default=None, metavar="DIR",
                    help="results directory for this run (default results/<run-id>)")
@@ -152,7 +153,7 @@ def validate(args) -> dict:
         import dataclasses
         jobs = [dataclasses.replace(j, iterations=args.iterations) for j in jobs]
     from controller.schedulers.registry import make_scheduler
-    from workloads.model import FabricView
+    from core.fabric import FabricView
     view = FabricView(spec.spines, spec.leaves, tuple((h.ip, h.leaf - 1) for h in layout.hosts),
                       spec.host_rate_mbps, spec.fabric_rate_mbps)
     try:
@@ -222,8 +223,8 @@ def ovs_cpu_seconds() -> Optional[float]:
 
 # ------------------------------------------------------------------------------------------------ the run
 def run(args, resolved: dict) -> int:
-    from testbed.fabric import Testbed, TestbedError
     from testbed import experiment
+    from testbed.fabric import Testbed, TestbedError
 
     scenario = resolved["scenario"]
     run_id = args.run_id or "{}-{}-{}-s{}".format(time.strftime("%Y%m%d-%H%M%S"), args.scheduler,

@@ -7,9 +7,10 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from workloads.allreduce import RingMember, expected_payload_bytes, framing_overhead, HEADER_BYTES
+from core.model import Bucket, JobSpec, ModelProfile
+from core.ring import ring_bytes_per_rank
+from workloads.allreduce import HEADER_BYTES, RingMember, framing_overhead
 from workloads.local import localize
-from workloads.model import Bucket, JobSpec, ModelProfile
 
 # Every test gets its own job index, hence its own loopback addresses and ports.
 _job_indices = itertools.count(20)
@@ -95,11 +96,11 @@ def test_bytes_sent_per_worker(workers, size):
     assert sum(payloads) == 2 * (workers - 1) * nbytes
     assert sum(s.bytes_received for _, s in results) == sum(s.bytes_sent for _, s in results)
     for _, stats in results:
-        assert abs(stats.payload_sent - expected_payload_bytes(nbytes, workers)) <= 2 * (workers - 1) * 4
+        assert abs(stats.payload_sent - ring_bytes_per_rank(nbytes, workers)) <= 2 * (workers - 1) * 4
         assert stats.bytes_sent - stats.payload_sent == 2 * (workers - 1) * HEADER_BYTES
         assert stats.launch <= stats.first_byte <= stats.last_byte <= stats.done
     if size % workers == 0:
-        assert all(p == expected_payload_bytes(nbytes, workers) for p in payloads)
+        assert all(p == ring_bytes_per_rank(nbytes, workers) for p in payloads)
     assert sum(m.total_bytes_sent for m in members) == sum(s.bytes_sent for _, s in results)
 
 

@@ -4,9 +4,9 @@ import subprocess
 
 import pytest
 
+from core.fabric import FabricSpec
+from core.model import FlowKey
 from testbed.fabric import Testbed
-from testbed.topo import FabricSpec
-from workloads.model import FlowKey
 
 pytestmark = pytest.mark.root
 

@@ -4,9 +4,18 @@ import math
 import pytest
 import yaml
 
-from workloads.model import ModelProfile
-from workloads.profiles import (DEFAULT_BUCKET_CAP_BYTES, DEFAULT_FIRST_BUCKET_BYTES, Layer, ProfileError,
-                                available_profiles, build_buckets, build_profile, coarsen, load_profile)
+from core.model import ModelProfile
+from workloads.profiles import (
+    DEFAULT_BUCKET_CAP_BYTES,
+    DEFAULT_FIRST_BUCKET_BYTES,
+    Layer,
+    ProfileError,
+    available_profiles,
+    build_buckets,
+    build_profile,
+    coarsen,
+    load_profile,
+)
 
 MB = 2 ** 20
 SHIPPED = ("bert_large", "gpt2_xl", "resnet50", "vgg16")
@@ -86,7 +95,7 @@ def test_build_buckets_rejects_empty_models():
 
 
 def _profile(sizes):
-    from workloads.model import Bucket
+    from core.model import Bucket
     buckets = tuple(Bucket(i, n, 0.01 * (i + 1), 0.02 * (i + 1)) for i, n in enumerate(sizes))
     return ModelProfile("m", "gpu", 1, buckets)
 

@@ -3,25 +3,31 @@ import math
 
 import pytest
 
-from workloads.model import Bucket, ModelProfile
+from core.model import Bucket, ModelProfile
+from core.ring import ring_time_s
 from workloads.profiles import coarsen, load_profile
-from workloads.scaling import (MIN_BUCKET_BYTES, MIN_BYTES_PER_WORKER, Scaling, estimate_iteration_s,
-                               ring_allreduce_time, suggest_time_scale)
+from workloads.scaling import (
+    MIN_BUCKET_BYTES,
+    MIN_BYTES_PER_WORKER,
+    Scaling,
+    estimate_iteration_s,
+    suggest_time_scale,
+)
 
 SHIPPED = ("resnet50", "vgg16", "bert_large", "gpt2_xl")
 
 
-def test_ring_allreduce_time_formula():
+def test_ring_time_s_formula():
     # 2(N-1)/N * S * 8 / rate
-    assert math.isclose(ring_allreduce_time(1_000_000, 4, 8e6), 2 * 3 / 4 * 1.0)
-    assert math.isclose(ring_allreduce_time(10 ** 9, 2, 100e9), 0.08)
-    assert ring_allreduce_time(123, 1, 1e9) == 0.0
+    assert math.isclose(ring_time_s(1_000_000, 4, 8e6), 2 * 3 / 4 * 1.0)
+    assert math.isclose(ring_time_s(10 ** 9, 2, 100e9), 0.08)
+    assert ring_time_s(123, 1, 1e9) == 0.0
     # Grows towards 2 S / B with the ring size.
-    assert ring_allreduce_time(1000, 64, 1e6) < 2 * 1000 * 8 / 1e6
+    assert ring_time_s(1000, 64, 1e6) < 2 * 1000 * 8 / 1e6
     with pytest.raises(ValueError):
-        ring_allreduce_time(1, 0, 1e9)
+        ring_time_s(1, 0, 1e9)
     with pytest.raises(ValueError):
-        ring_allreduce_time(1, 2, 0)
+        ring_time_s(1, 2, 0)
 
 
 def test_byte_factor():
@@ -39,8 +45,8 @@ def test_ratio_preserved(name, tau):
     real = load_profile(name)
     s = Scaling(real_link_gbps=100, emu_link_mbps=10, time_scale=tau)
     emu = s.scale_profile(coarsen(real, 6), workers=4)
-    comm_real = ring_allreduce_time(real.gradient_bytes, 4, s.real_rate_bps)
-    comm_emu = ring_allreduce_time(emu.gradient_bytes, 4, s.emu_rate_bps)
+    comm_real = ring_time_s(real.gradient_bytes, 4, s.real_rate_bps)
+    comm_emu = ring_time_s(emu.gradient_bytes, 4, s.emu_rate_bps)
     ratio_real = comm_real / real.compute_s
     ratio_emu = comm_emu / emu.compute_s
     # Exact up to rounding to whole bytes and the minimum bucket size (a few KiB at most).

@@ -5,11 +5,17 @@ import math
 import pytest
 import yaml
 
-from workloads.model import MAX_JOBS, JobSpec, src_port
+from core.model import MAX_JOBS, JobSpec, src_port
+from core.ring import ring_time_s
 from workloads.profiles import load_profile
-from workloads.scaling import ring_allreduce_time
-from workloads.scenario import (ResolvedScenario, ScenarioError, available_scenarios, default_scenario_path,
-                                load_scenario, scenario_from_dict)
+from workloads.scenario import (
+    ResolvedScenario,
+    ScenarioError,
+    available_scenarios,
+    default_scenario_path,
+    load_scenario,
+    scenario_from_dict,
+)
 
 
 def fabric(leaves=4, per_leaf=4):
@@ -94,8 +100,8 @@ def test_resolve_scales_and_coarsens(tmp_path):
     assert job.name == "b" and job.index == 1 and len(job.model.buckets) == 3
     assert math.isclose(job.model.compute_s, 2.0 * real.compute_s)
     assert math.isclose(job.model.gradient_bytes, real.gradient_bytes * r.scaling.byte_factor, rel_tol=1e-4)
-    comm_ratio_real = ring_allreduce_time(real.gradient_bytes, 4, 100e9) / real.compute_s
-    comm_ratio_emu = ring_allreduce_time(job.model.gradient_bytes, 4, 10e6) / job.model.compute_s
+    comm_ratio_real = ring_time_s(real.gradient_bytes, 4, 100e9) / real.compute_s
+    comm_ratio_emu = ring_time_s(job.model.gradient_bytes, 4, 10e6) / job.model.compute_s
     assert math.isclose(comm_ratio_emu, comm_ratio_real, rel_tol=1e-3)
     assert job.addresses == tuple(f"10.0.0.{h[1:]}" for h in job.hosts)
 

@@ -16,7 +16,8 @@ from controller.schedulers.compression import compress, compress_log
 from controller.schedulers.crux import CruxScheduler, job_intensity, overlap_window, select_paths
 from controller.schedulers.flux import FluxScheduler
 from controller.schedulers.registry import SCHEDULERS, make_scheduler, parse_params, scheduler_names
-from workloads.model import Bucket, Decision, FabricView, JobSpec, ModelProfile, OperationEvent, OperationId
+from core.fabric import FabricView
+from core.model import Bucket, Decision, JobSpec, ModelProfile, OperationEvent, OperationId
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "schedulers.md"
 
@@ -422,7 +423,7 @@ def test_scores_are_finite_for_unknown_deadlines():
 def test_tracker_ignores_events_of_finished_operations():
     """A worker's "resume" arrives after its "done": it must not bring the operation back to life."""
     from controller.schedulers.base import OperationTracker
-    from workloads.model import Bucket, JobSpec, ModelProfile, OperationEvent
+    from core.model import Bucket, JobSpec, ModelProfile, OperationEvent
 
     model = ModelProfile("m", "none", 1, (Bucket(0, 1000, 0.1, 0.1),))
     job = JobSpec(0, "j", model, 2, 1, addresses=("10.0.0.1", "10.0.0.2"))

@@ -1,8 +1,10 @@
 """Pure tests of the fabric graph, the DSCP-to-class map and the runner's input validation (no root needed)."""
 import pytest
 
+from core import classes
+from core.fabric import FabricLayout, FabricSpec, leaf_dpid, spine_dpid
 from testbed import qos
-from testbed.topo import FabricLayout, FabricSpec, LeafSpine, leaf_dpid, spine_dpid
+from testbed.topo import LeafSpine
 
 
 def test_leafspine_graph_counts_and_ports():
@@ -48,13 +50,13 @@ def test_impossible_fabrics_are_rejected(kwargs, word):
 
 def test_dscp_class_map_roundtrip_and_order():
     for c in range(8):
-        assert qos.dscp_to_class(qos.class_to_dscp(c)) == c
-        assert qos.tos_byte(c) == qos.class_to_dscp(c) << 2
+        assert classes.dscp_to_class(classes.class_to_dscp(c)) == c
+        assert classes.tos_byte(c) == classes.class_to_dscp(c) << 2
     # class 7 is served first: lowest HTB prio number
     assert [qos.htb_prio(c) for c in range(8)] == [7, 6, 5, 4, 3, 2, 1, 0]
-    assert qos.dscp_to_class(46) == 0  # EF is not a class selector: best effort like tc's default class
+    assert classes.dscp_to_class(46) == 0  # EF is not a class selector: best effort like tc's default class
     with pytest.raises(ValueError):
-        qos.class_to_dscp(8)
+        classes.class_to_dscp(8)
 
 
 def test_tree_commands_shape():

@@ -1,7 +1,6 @@
 """What really happens on the wire (root): a scheduler's decision is seen in the packets' DSCP by a capture at
 a switch port and in the port's tc class counters, and a ring all-reduce under a rate limit takes the analytic
 2(N-1)/N x S / B."""
-import os
 import subprocess
 import sys
 import time
@@ -9,10 +8,11 @@ import time
 import pytest
 
 from controller.schedulers.registry import make_scheduler
+from core.classes import class_to_dscp
+from core.fabric import FabricLayout, FabricSpec, FabricView
+from core.model import Bucket, JobSpec, ModelProfile
+from core.ring import ring_time_s
 from testbed.fabric import Testbed
-from testbed.qos import class_to_dscp
-from testbed.topo import FabricLayout, FabricSpec
-from workloads.model import Bucket, FabricView, JobSpec, ModelProfile
 
 pytestmark = pytest.mark.root
 
@@ -75,7 +75,7 @@ def test_allreduce_runs_at_the_shaped_link_rate(tmp_path):
         res = experiment.run_jobs(tb, [job], str(tmp_path), seed=1, time_limit_s=120, progress=False)
     assert not res["workload_failed"], res
     n = job.workers
-    analytic = 2 * (n - 1) / n * size * 8 / (spec.host_rate_mbps * 1e6)
+    analytic = ring_time_s(size, n, spec.host_rate_mbps * 1e6)
     measured = res["jobs"][0]["op_time_p50_s"]
     assert res["jobs"][0]["check_failures"] == 0
     # The shaper holds (no all-reduce beats the link) and the ring runs at the link rate, not at a fraction of it.

@@ -7,9 +7,9 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from core.model import Bucket, JobSpec, ModelProfile, OperationEvent
 from workloads.events import EventReceiver, EventSender
 from workloads.local import localize, run_local_job
-from workloads.model import Bucket, JobSpec, ModelProfile, OperationEvent
 from workloads.truth import summarize_job
 from workloads.worker import EmulatedGpu, GradientData
 

@@ -7,7 +7,7 @@ finished chunk, receive one and store it). Every step sends one chunk to rank r+
 so every worker sends 2(N-1)/N x S bytes per operation, plus 8 bytes of framing per step.
 
 Connections are persistent and there is one per (job, bucket) and direction, so every operation's packets can be
-told apart from headers alone (see ``workloads.model``):
+told apart from headers alone (see ``core.model``):
 
 * rank r opens ONE connection per bucket b to rank r+1, bound to source port ``src_port(job, b)`` on its own
   address and connecting to ``dst_port(job)`` on the next rank's address;
@@ -45,7 +45,8 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from workloads.model import FlowKey, JobSpec, dst_port, src_port
+from core.model import FlowKey, JobSpec, dst_port, src_port
+from core.ring import ring_steps
 
 HANDSHAKE = struct.Struct("!HHHH")  # magic, job index, bucket, sender rank
 HANDSHAKE_MAGIC = 0x5247
@@ -63,12 +64,7 @@ class RingError(RuntimeError):
 
 def framing_overhead(workers: int) -> int:
     """Bytes of framing one rank sends per operation (2(N-1) message headers)."""
-    return 2 * (workers - 1) * HEADER_BYTES if workers > 1 else 0
-
-
-def expected_payload_bytes(nbytes: int, workers: int) -> float:
-    """Payload one rank sends per operation on average: 2(N-1)/N x S."""
-    return 2.0 * (workers - 1) / workers * nbytes if workers > 1 else 0.0
+    return ring_steps(workers) * HEADER_BYTES
 
 
 @dataclass
@@ -374,7 +370,7 @@ class RingMember:
         sender = self._senders[bucket]
         sock = self._in[bucket]
         scratch = np.empty(max(c.size for c in chunks), dtype=np.float32)
-        steps = 2 * (n - 1)
+        steps = ring_steps(n)
         for step in range(steps):
             if step < n - 1:  # reduce-scatter
                 send_idx, recv_idx = (r - step) % n, (r - step - 1) % n

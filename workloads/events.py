@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional
 
-from workloads.model import OperationEvent
+from core.model import OperationEvent
 
 MAX_DATAGRAM = 4096
 

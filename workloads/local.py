@@ -1,7 +1,7 @@
 """Run the workers of one or more jobs on this machine, without Mininet, over loopback.
 
 Every rank gets its own loopback address, ``127.0.{job index + 1}.{rank + 1}`` (all of 127.0.0.0/8 is local on
-Linux), so every worker can use the real port encoding of ``workloads.model`` without collisions, exactly as on
+Linux), so every worker can use the real port encoding of ``core.model`` without collisions, exactly as on
 the emulated fabric. Each worker is a subprocess (``python -m workloads.worker``) writing its ground-truth log to
 ``out_dir/<job>-rank<r>.jsonl`` and its stdout/stderr to ``out_dir/<job>-rank<r>.out``.
 
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from workloads.model import JobSpec
+from core.model import JobSpec
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 

@@ -61,7 +61,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import yaml
 
-from workloads.model import Bucket, ModelProfile
+from core.model import Bucket, ModelProfile
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")

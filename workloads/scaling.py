@@ -25,7 +25,7 @@ Two effects bend the identity slightly, both small at the shipped sizes:
 Choosing ``tau`` (``suggest_time_scale``): the emulation wants iterations long against its timing noise (process
 wake-ups, controller polling at 0.5 s) and short enough to run many iterations per minute, i.e. in
 ``target_iteration_s`` = (0.5, 3.0) s by default. Each job's iteration is estimated without overlap as
-``compute_s + ring_allreduce_time(gradient bytes, N, B_real)``; then
+``compute_s + ring_time_s(gradient bytes, N, B_real)`` (core/ring.py); then
 
 1. ``tau = center_s / geometric mean of the estimates`` (``center_s`` = 1.5 s, inside the default range with room
    on both sides: the typical job lands there);
@@ -44,7 +44,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Sequence, Tuple, Union
 
-from workloads.model import Bucket, ModelProfile
+from core.model import Bucket, ModelProfile
+from core.ring import ring_time_s
 
 MIN_BUCKET_BYTES = 1024
 MIN_BYTES_PER_WORKER = 64
@@ -54,21 +55,9 @@ DEFAULT_CENTER_S = 1.5
 CLIP_MARGIN = 0.01
 
 
-def ring_allreduce_time(nbytes: float, workers: int, rate_bps: float) -> float:
-    """Lower bound on a ring all-reduce of ``nbytes`` over ``workers`` links of ``rate_bps`` bits/s.
-
-    Each worker sends 2(N-1)/N * S bytes: N-1 reduce-scatter and N-1 all-gather steps of S/N bytes each.
-    """
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1 (got {workers})")
-    if rate_bps <= 0:
-        raise ValueError(f"rate must be > 0 (got {rate_bps})")
-    return 2.0 * (workers - 1) / workers * nbytes * 8.0 / rate_bps
-
-
 def estimate_iteration_s(profile: ModelProfile, workers: int, rate_bps: float) -> float:
     """An iteration's length with no overlap: all compute, then one all-reduce of all gradients at line rate."""
-    return profile.compute_s + ring_allreduce_time(profile.gradient_bytes, workers, rate_bps)
+    return profile.compute_s + ring_time_s(profile.gradient_bytes, workers, rate_bps)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ A scenario file is YAML (JSON is accepted too, since it is YAML)::
         workers: 4                 # ring size >= 2; one worker per host
         iterations: 10             # >= 1
         start_offset_s: 0.0        # optional: emulated seconds after the run starts
-        semantics: overlap         # optional: overlap | wait_all (see workloads.model.SEMANTICS)
+        semantics: overlap         # optional: overlap | wait_all (see core.model.SEMANTICS)
         hosts: [h1, h5, h9, h13]   # optional: explicit hosts, rank order; overrides the placement policy
 
 Unknown fields are errors; every error is a ``ScenarioError`` whose message names the file and the field, e.g.
@@ -46,10 +46,15 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import yaml
 
-from workloads.model import MAX_BUCKETS, MAX_JOBS, SEMANTICS, JobSpec, ModelProfile
+from core.model import MAX_BUCKETS, MAX_JOBS, SEMANTICS, JobSpec, ModelProfile
 from workloads.profiles import PROFILE_SUFFIXES, available_profiles, coarsen, load_profile
-from workloads.scaling import (DEFAULT_REAL_LINK_GBPS, DEFAULT_TARGET_ITERATION_S, Scaling, estimate_iteration_s,
-                               suggest_time_scale)
+from workloads.scaling import (
+    DEFAULT_REAL_LINK_GBPS,
+    DEFAULT_TARGET_ITERATION_S,
+    Scaling,
+    estimate_iteration_s,
+    suggest_time_scale,
+)
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 PLACEMENT_POLICIES = ("packed", "spread", "random")

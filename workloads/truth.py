@@ -26,6 +26,8 @@ from typing import Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
+from core.stats import percentile
+
 
 @dataclass
 class WorkerLog:
@@ -72,8 +74,10 @@ def read_log(path: str) -> WorkerLog:
     return log
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    return float(np.percentile(values, q)) if len(values) else float("nan")
+def _percentile(values: Sequence[float], q: float) -> float:
+    """core.stats.percentile, NaN when there is nothing (the summaries' convention for a missing figure)."""
+    p = percentile(values, q)
+    return float("nan") if p is None else float(p)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -151,14 +155,14 @@ def summarize_job(log_paths: Sequence[str], warmup: int = 0) -> dict:
         "iterations": len(complete), "warmup": warmup,
         "start": min(r["start"] for r in ranks), "end": max(r["end"] for r in ranks),
         "iteration_times_s": it_max,
-        "iteration_time_mean_s": _mean(it_max), "iteration_time_p50_s": percentile(it_max, 50),
-        "iteration_time_p99_s": percentile(it_max, 99), "iteration_time_rank_mean_s": _mean(it_mean),
+        "iteration_time_mean_s": _mean(it_max), "iteration_time_p50_s": _percentile(it_max, 50),
+        "iteration_time_p99_s": _percentile(it_max, 99), "iteration_time_rank_mean_s": _mean(it_mean),
         "wall_s": _mean([r["wall_s"] for r in ranks]), "busy_s": _mean([r["busy_s"] for r in ranks]),
         "idle_s": _mean([r["idle_s"] for r in ranks]), "wait_s": _mean([r["wait_s"] for r in ranks]),
         "gpu_busy_seconds": sum(r["busy_s"] for r in ranks),
         "gpu_utilization": _mean(utils),
-        "op_time_mean_s": _mean(op_times), "op_time_p50_s": percentile(op_times, 50),
-        "op_time_p99_s": percentile(op_times, 99),
+        "op_time_mean_s": _mean(op_times), "op_time_p50_s": _percentile(op_times, 50),
+        "op_time_p99_s": _percentile(op_times, 99),
         "op_time_by_bucket_s": {b: _mean(v) for b, v in sorted(by_bucket.items())},
         "ops": op_list,
         "bytes_sent": sum(r["bytes_sent"] for r in ranks),

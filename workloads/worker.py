@@ -72,9 +72,10 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from workloads.allreduce import RingMember, expected_payload_bytes
+from core.model import JobSpec, OperationEvent
+from core.ring import ring_bytes_per_rank
+from workloads.allreduce import RingMember
 from workloads.events import EventSender
-from workloads.model import JobSpec, OperationEvent
 
 LOG_VERSION = 1
 CATCH_UP_S = 0.02
@@ -264,7 +265,7 @@ class Worker:
         pool.submit(self._run_op, op)
 
     def _run_op(self, op: Operation) -> None:
-        share = expected_payload_bytes(op.nbytes, self.job.workers)
+        share = ring_bytes_per_rank(op.nbytes, self.job.workers)
         next_mark = [share / PROGRESS_STEPS]
 
         def progress(sent: int) -> None:

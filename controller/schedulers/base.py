@@ -14,7 +14,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, Mapping, Optional, Sequence, Tuple
 
-from workloads.model import EVENT_KINDS, Decision, FabricView, FlowKey, JobSpec, OperationEvent, OperationId
+from core.fabric import FabricView
+from core.model import EVENT_KINDS, Decision, FlowKey, JobSpec, OperationEvent, OperationId
+from core.ring import ring_bytes_per_rank
 
 
 @dataclass
@@ -38,7 +40,7 @@ class OperationState:
         """Bytes the slowest rank still has to send (the operation ends when every rank has)."""
         if self.nbytes <= 0:
             return 0
-        per_rank = 2 * (workers - 1) * self.nbytes // max(workers, 1)
+        per_rank = int(ring_bytes_per_rank(self.nbytes, workers))
         if not self.bytes_done:
             return per_rank
         slowest = min(self.bytes_done.get(r, 0) for r in range(workers))

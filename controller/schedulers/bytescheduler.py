@@ -25,7 +25,9 @@ from typing import Dict, Mapping, Optional, Sequence
 from controller.schedulers.base import Scheduler
 from controller.schedulers.compression import count_changes
 from controller.schedulers.crux import check_placed
-from workloads.model import NUM_CLASSES, Decision, FabricView, FlowKey, JobSpec
+from core.classes import NUM_CLASSES
+from core.fabric import FabricView
+from core.model import Decision, FlowKey, JobSpec
 
 MAPPINGS = ("linear", "rank")
 

@@ -32,7 +32,8 @@ from __future__ import annotations
 import math
 from typing import Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
-from workloads.model import NUM_CLASSES, Decision, FlowKey
+from core.classes import NUM_CLASSES
+from core.model import Decision, FlowKey
 
 K = TypeVar("K", bound=Hashable)
 

@@ -52,7 +52,9 @@ from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence,
 
 from controller.schedulers.base import Scheduler
 from controller.schedulers.compression import compress, count_changes
-from workloads.model import Decision, FabricView, FlowKey, JobSpec
+from core.fabric import FabricView
+from core.model import Decision, FlowKey, JobSpec
+from core.ring import ring_bytes_per_rank
 
 PATH_MODES = ("job", "hop", "hashed")
 
@@ -93,8 +95,7 @@ def check_placed(job: JobSpec) -> None:
 
 def per_rank_bytes(job: JobSpec) -> float:
     """Bytes each rank sends per iteration in a ring all-reduce: 2 (N-1)/N * G."""
-    n = job.workers
-    return 2.0 * (n - 1) / n * job.model.gradient_bytes if n >= 2 else 0.0
+    return ring_bytes_per_rank(job.model.gradient_bytes, job.workers)
 
 
 def ring_hops(job: JobSpec) -> List[Tuple[int, str, str]]:

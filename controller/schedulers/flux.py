@@ -84,9 +84,21 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from controller.schedulers.base import OperationState, Scheduler
 from controller.schedulers.compression import compress_log, count_changes
-from controller.schedulers.crux import (JobIntensity, check_placed, contending_jobs, job_intensity, select_paths,
-                                        validate_path_params)
-from workloads.model import NUM_CLASSES, Decision, FabricView, FlowKey, JobSpec, OperationId
+from controller.schedulers.crux import (
+    JobIntensity,
+    check_placed,
+    contending_jobs,
+    job_intensity,
+    select_paths,
+    validate_path_params,
+)
+from core.classes import NUM_CLASSES
+
+#: ln U never goes below this: operations with slack above 20 tau are all equally non-urgent.
+from core.fabric import FabricView
+
+#: ln U never goes below this: operations with slack above 20 tau are all equally non-urgent.
+from core.model import Decision, FlowKey, JobSpec, OperationId
 
 #: ln U never goes below this: operations with slack above 20 tau are all equally non-urgent.
 LOG_URGENCY_FLOOR = -20.0

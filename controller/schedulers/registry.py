@@ -12,7 +12,8 @@ from controller.schedulers.base import EcmpScheduler, Scheduler
 from controller.schedulers.bytescheduler import ByteScheduler
 from controller.schedulers.crux import CruxScheduler
 from controller.schedulers.flux import FluxScheduler
-from workloads.model import FabricView, JobSpec
+from core.fabric import FabricView
+from core.model import JobSpec
 
 SCHEDULERS: Dict[str, Type[Scheduler]] = {
     "ecmp": EcmpScheduler,

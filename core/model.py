@@ -1,4 +1,4 @@
-"""The testbed's shared vocabulary: job, worker, bucket, operation, flow, priority class.
+"""The training side of the shared vocabulary: job, worker, bucket, operation, flow, decision.
 
 Workloads produce traffic from these objects, the controller's schedulers decide on them, and the analysis
 reads them back from results. They are plain frozen dataclasses with no I/O so every part of the project
@@ -17,10 +17,11 @@ Conventions used everywhere:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional, Tuple
 
-NUM_CLASSES = 8
+from core.classes import NUM_CLASSES
+
 MAX_JOBS = 64
 MAX_BUCKETS = 64
 DST_PORT_BASE = 10000
@@ -235,33 +236,3 @@ class Decision:
     def __post_init__(self):
         if not 0 <= self.priority_class < NUM_CLASSES:
             raise ValueError(f"priority class {self.priority_class} outside 0..{NUM_CLASSES - 1}")
-
-
-@dataclass(frozen=True)
-class FabricView:
-    """What a scheduler knows of the fabric: which leaf each host address hangs off, and the link rates."""
-
-    spines: int
-    leaves: int
-    host_leaf: Tuple[Tuple[str, int], ...]  # (ip, leaf index)
-    host_rate_mbps: float
-    fabric_rate_mbps: float
-
-    def leaf_of(self, ip: str) -> int:
-        for addr, leaf in self.host_leaf:
-            if addr == ip:
-                return leaf
-        raise KeyError(ip)
-
-    def crosses_spine(self, flow: FlowKey) -> bool:
-        return self.leaf_of(flow.src_ip) != self.leaf_of(flow.dst_ip)
-
-
-@dataclass
-class RunInfo:
-    """Free-form provenance attached to results (kept here so every writer uses the same keys)."""
-
-    run_id: str
-    scheduler: str
-    seed: int
-    extra: dict = field(default_factory=dict)
