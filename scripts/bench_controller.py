@@ -64,7 +64,8 @@ def main(argv=None) -> int:
                    help="operations launched per second (25: about the event rate of the headline scenario)")
     p.add_argument("--burst", type=int, default=200, help="pins in the flow-mod rate phase")
     p.add_argument("--load", action="store_true", help="bulk TCP traffic on the fabric meanwhile")
-    p.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL_S, help="controller counter polling interval, s")
+    p.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL_S,
+                   help="controller counter polling interval, s")
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args(argv)
     if os.geteuid() != 0:

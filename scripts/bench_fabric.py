@@ -32,6 +32,7 @@ if __name__ == "__main__":
 from core.fabric import FabricSpec  # noqa: E402
 from core.ring import ring_time_s  # noqa: E402
 from testbed.fabric import Testbed  # noqa: E402
+from testbed.results import RunFolder  # noqa: E402
 
 
 def allreduce_vs_analytic(size: int = 1_000_000, workers: int = 4, rate_mbps: float = 10.0) -> dict:
@@ -47,7 +48,7 @@ def allreduce_vs_analytic(size: int = 1_000_000, workers: int = 4, rate_mbps: fl
                   addresses=tuple(h.ip for h in hosts))
     out = tempfile.mkdtemp(prefix="flux-bench-fabric-")
     with Testbed(spec, out, jobs=[job]) as tb:
-        res = experiment.run_jobs(tb, [job], out, seed=1, time_limit_s=120, progress=False)
+        res = experiment.run_jobs(tb, [job], RunFolder(out), seed=1, time_limit_s=120, progress=False)
     analytic = ring_time_s(size, workers, rate_mbps * 1e6)
     measured = res["jobs"][0]["op_time_p50_s"]
     ratio = measured / analytic

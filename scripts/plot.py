@@ -32,11 +32,8 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import csv
-import json
 import math
 import os
-import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -57,7 +54,9 @@ matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from scripts import sweep  # noqa: E402
+from core.fabric import leaf_dpid  # noqa: E402
+from testbed import results  # noqa: E402
+from testbed.results import CLUSTER, RunRecord  # noqa: E402
 
 COLUMN_WIDTH_IN = 3.4
 FONT_PT = 8
@@ -80,14 +79,14 @@ class Skip(Exception):
 @dataclass
 class Results:
     source: str
-    records: List[sweep.RunRecord]
+    records: List[RunRecord]
     rows: List[dict]
     axes: List[str]
     from_csv: bool = False
     notes: List[str] = field(default_factory=list)
 
     @property
-    def ok_records(self) -> List[sweep.RunRecord]:
+    def ok_records(self) -> List[RunRecord]:
         return [r for r in self.records if r.ok]
 
 
@@ -134,18 +133,6 @@ def scheduler_style(scheduler: str, all_schedulers: Sequence[str]) -> dict:
             "linestyle": LINESTYLES[i % len(LINESTYLES)]}
 
 
-def read_summary_csv(path: str) -> Tuple[List[dict], List[str]]:
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        rows = list(reader)
-        columns = reader.fieldnames or []
-    try:
-        axes = columns[columns.index("seed") + 1:columns.index("job")]
-    except ValueError:
-        axes = []
-    return rows, axes
-
-
 def parse_filters(items: Sequence[str]) -> Dict[str, set]:
     filters: Dict[str, set] = {}
     for item in items:
@@ -157,19 +144,19 @@ def parse_filters(items: Sequence[str]) -> Dict[str, set]:
 
 
 def matches(params: dict, filters: Dict[str, set]) -> bool:
-    return all(sweep._fmt(params.get(k)) in v or str(params.get(k, "")) in v for k, v in filters.items())
+    return all(results.format_value(params.get(k)) in v or str(params.get(k, "")) in v for k, v in filters.items())
 
 
 def load_results(results_dir: str, filters: Dict[str, set]) -> Results:
-    records, axes = sweep.discover_runs(results_dir)
-    csv_path = os.path.join(results_dir, sweep.SUMMARY_CSV)
+    records, axes = results.discover_runs(results_dir)
+    csv_path = os.path.join(results_dir, results.SUMMARY_CSV)
     if records:
         records = [r for r in records if matches(r.params, filters)]
-        rows = [row for r in records for row in sweep.run_rows(r, axes)]
+        rows = [row for r in records for row in results.summary_rows(r, axes)]
         return Results(results_dir, records, rows, axes)
     if os.path.isfile(csv_path):
         # Only the table was kept (e.g. copied from the testbed machine): the per-run figures are skipped.
-        rows, axes = read_summary_csv(csv_path)
+        rows, axes = results.read_summary_csv(csv_path)
         rows = [r for r in rows if matches(r, filters)]
         return Results(results_dir, [], rows, axes, from_csv=True)
     return Results(results_dir, [], [], [])
@@ -177,7 +164,7 @@ def load_results(results_dir: str, filters: Dict[str, set]) -> Results:
 
 def condition(params: dict, axes: Sequence[str]) -> Tuple[Tuple[str, str], ...]:
     """What separates runs that must not be pooled: the scenario and every --set axis (not seed, not scheduler)."""
-    return tuple((k, sweep._fmt(params.get(k))) for k in ["scenario"] + list(axes))
+    return tuple((k, results.format_value(params.get(k))) for k in ["scenario"] + list(axes))
 
 
 def condition_labels(conds: Sequence[tuple]) -> Dict[tuple, str]:
@@ -248,14 +235,14 @@ def fig_gpu_utilization(res: Results, out: str, formats: Sequence[str]) -> Tuple
     conds = unique(condition(r, res.axes) for r in rows)
     scheds = scheduler_order({r["scheduler"] for r in rows})
     if len(conds) == 1:
-        jobs = unique(r["job"] for r in rows if r["job"] != sweep.CLUSTER)
-        groups: list = [sweep.CLUSTER] + jobs
+        jobs = unique(r["job"] for r in rows if r["job"] != CLUSTER)
+        groups: list = [CLUSTER] + jobs
         labels = ["cluster"] + jobs
 
         def key(r):
             return r["job"]
     else:
-        rows = [r for r in rows if r["job"] == sweep.CLUSTER]
+        rows = [r for r in rows if r["job"] == CLUSTER]
         groups = conds
         names = condition_labels(conds)
         labels = [names[c] for c in conds]
@@ -307,61 +294,25 @@ def fig_gpu_utilization(res: Results, out: str, formats: Sequence[str]) -> Tuple
 
 
 # ------------------------------------------------------------------------------------------------ b) iteration CDF
-def iteration_times(run_dir: str, job: str, summary_job: Optional[dict] = None, warmup: int = 0) -> List[float]:
-    """Duration of every iteration all logged ranks completed (the slowest rank's), skipping ``warmup``.
-
-    Falls back to summary.json's ``iteration_times_s`` when the worker logs are absent."""
-    pattern = re.compile(re.escape(job) + r"-r(\d+)\.jsonl")
-    workers = os.path.join(run_dir, "workers")
-    per_iter: Dict[int, Dict[int, float]] = defaultdict(dict)
-    ranks = 0
-    try:
-        names = sorted(os.listdir(workers))
-    except OSError:
-        names = []
-    for name in names:
-        m = pattern.fullmatch(name)
-        if not m:
-            continue
-        ranks += 1
-        with open(os.path.join(workers, name), errors="replace") as f:
-            for line in f:
-                if '"iteration"' not in line:
-                    continue
-                try:
-                    rec = json.loads(line)
-                except ValueError:  # a killed worker's truncated last line
-                    continue
-                if rec.get("type") == "iteration" and num(rec.get("start")) is not None \
-                        and num(rec.get("end")) is not None:
-                    per_iter[int(rec["iteration"])][int(m.group(1))] = rec["end"] - rec["start"]
-    if ranks:
-        return [max(d.values()) for k, d in sorted(per_iter.items()) if len(d) == ranks and k >= warmup]
-    times = (summary_job or {}).get("iteration_times_s") or []
-    return [t for t in times[warmup:] if num(t) is not None]
-
-
 def fig_iteration_cdf(res: Results, out: str, formats: Sequence[str], warmup: int = 0) -> List[Tuple[List[str], str]]:
     records = res.ok_records
     if not records:
         raise Skip("no successful run folder" + (" (only summary.csv found)" if res.from_csv else ""))
-    by_cond: Dict[tuple, List[sweep.RunRecord]] = defaultdict(list)
+    by_cond: Dict[tuple, List[RunRecord]] = defaultdict(list)
     for r in records:
         by_cond[condition(r.params, res.axes)].append(r)
     conds = list(by_cond)
     names = condition_labels(conds)
-    results = []
+    made = []
     for ci, cond in enumerate(conds):
         data: Dict[str, Dict[str, List[float]]] = defaultdict(lambda: defaultdict(list))
         used = []
         for r in by_cond[cond]:
             got = False
-            for job in (r.summary or {}).get("jobs") or []:
-                if not isinstance(job, dict) or not job.get("name"):
-                    continue
-                times = iteration_times(r.path, job["name"], job, warmup)
+            for job in r.summary.jobs if r.summary else []:
+                times = r.folder.iteration_times(job.name, warmup)
                 if times:
-                    data[job["name"]][r.params["scheduler"]].extend(times)
+                    data[job.name][r.params["scheduler"]].extend(times)
                     got = True
             if got:
                 used.append(r.id)
@@ -399,16 +350,16 @@ def fig_iteration_cdf(res: Results, out: str, formats: Sequence[str], warmup: in
         order = [labels.index(s) for s in scheds if s in labels]
         fig.legend([handles[i] for i in order], [labels[i] for i in order], loc="outside upper center",
                    ncol=legend_columns([labels[i] for i in order]))
-        name = "iteration_cdf" if ci == 0 else f"iteration_cdf_{sweep.safe(names[cond])}"
+        name = "iteration_cdf" if ci == 0 else f"iteration_cdf_{results.safe_name(names[cond])}"
         files = save(fig, out, name, formats)
         caption = (f"Empirical CDF of iteration times per job ({names[cond]}), one line per scheduler, iterations "
                    f"of all seeds pooled" + (f", first {warmup} iteration(s) left out" if warmup else "")
                    + ". An iteration lasts as long as its slowest rank (worker logs, `type: iteration` records). "
                    f"Runs ({len(used)}): {run_list(used)}.")
-        results.append((files, caption))
+        made.append((files, caption))
     if not results:
         raise Skip("no iteration records in the worker logs or summaries")
-    return results
+    return made
 
 
 # ------------------------------------------------------------------------------------------------ c) link classes
@@ -462,50 +413,27 @@ class UplinkTraffic:
     flows: int
 
 
-def read_csv_rows(path: str) -> List[dict]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def leaf_uplink_by_class(run_dir: str, leaf: Optional[int] = None, bin_s: Optional[float] = None) -> UplinkTraffic:
     """Mbit/s per priority class of the forward inter-leaf data flows leaving ``leaf`` (default: the busiest)."""
-    for name in ("flow_stats.csv", "decisions.csv", "controller.json"):
-        if not os.path.isfile(os.path.join(run_dir, name)):
+    folder = results.RunFolder(run_dir)
+    for name in (folder.FLOW_STATS, folder.DECISIONS, folder.CONTROLLER_CONFIG):
+        if not folder.has(name):
             raise Skip(f"no {name} in {os.path.basename(run_dir)}")
-    ctl = sweep.load_json(os.path.join(run_dir, "controller.json")) or {}
-    config = sweep.load_json(os.path.join(run_dir, "config.json")) or {}
-    layout = ctl.get("layout") or {}
-    host_leaf = {h["name"]: int(h["leaf"]) for h in layout.get("hosts") or []}
-    ip_leaf = {h["ip"]: int(h["leaf"]) for h in layout.get("hosts") or []}
-    spec = layout.get("spec") or config.get("fabric") or {}
+    ctl = folder.controller_config()
+    if ctl is None:
+        raise Skip(f"unreadable {folder.CONTROLLER_CONFIG} in {os.path.basename(run_dir)}")
+    ip_leaf = {h.ip: h.leaf for h in ctl.layout.hosts}
+    spec = ctl.layout.spec
     flow_leaves: Dict[Tuple[int, int], Tuple[int, int]] = {}  # (job index, rank) -> (src leaf, dst leaf)
-    for job in ctl.get("jobs") or []:
-        n = int(job.get("workers", 0))
-        hosts, addrs = job.get("hosts") or [], job.get("addresses") or []
-        for rank in range(n):
-            nxt = (rank + 1) % n
-            if len(hosts) == n and hosts[rank] in host_leaf and hosts[nxt] in host_leaf:
-                flow_leaves[(int(job["index"]), rank)] = (host_leaf[hosts[rank]], host_leaf[hosts[nxt]])
-            elif len(addrs) == n and addrs[rank] in ip_leaf and addrs[nxt] in ip_leaf:
-                flow_leaves[(int(job["index"]), rank)] = (ip_leaf[addrs[rank]], ip_leaf[addrs[nxt]])
+    for job in ctl.jobs:
+        for rank in range(job.workers):
+            flow = job.flow(rank, 0)
+            if flow.src_ip in ip_leaf and flow.dst_ip in ip_leaf:
+                flow_leaves[(job.index, rank)] = (ip_leaf[flow.src_ip], ip_leaf[flow.dst_ip])
     if not flow_leaves:
         raise Skip("controller.json has no jobs with hosts on known leaves")
-
-    series: Dict[tuple, Dict[int, List[Tuple[float, int]]]] = defaultdict(lambda: defaultdict(list))
-    for row in read_csv_rows(os.path.join(run_dir, "flow_stats.csv")):
-        if row.get("reverse") != "0":
-            continue
-        key = (int(row["job"]), int(row["bucket"]), int(row["rank"]))
-        series[key][int(row["dpid"])].append((float(row["time"]), int(row["bytes"])))
-    timelines: Dict[tuple, List[Tuple[float, int]]] = defaultdict(list)
-    for row in read_csv_rows(os.path.join(run_dir, "decisions.csv")):
-        try:
-            timelines[(int(row["job"]), int(row["bucket"]), int(row["rank"]))].append(
-                (float(row["time"]), int(row["priority_class"])))
-        except (KeyError, TypeError, ValueError):
-            continue
-    for tl in timelines.values():
-        tl.sort(key=lambda x: x[0])
+    series = folder.flow_series_by_switch()
+    timelines = folder.class_timelines()
 
     # Per leaf: the increments of each crossing flow's counter (taken where the flow enters the fabric).
     increments: Dict[int, List[Tuple[tuple, List[Tuple[float, float, int]]]]] = defaultdict(list)
@@ -513,8 +441,7 @@ def leaf_uplink_by_class(run_dir: str, leaf: Optional[int] = None, bin_s: Option
         leaves = flow_leaves.get((key[0], key[2]))
         if leaves is None or leaves[0] == leaves[1]:
             continue
-        pts = per_dpid.get(0x200 + leaves[0]) or max(per_dpid.values(), key=lambda p: max(b for _, b in p))
-        pts.sort()
+        pts = per_dpid.get(leaf_dpid(leaves[0])) or max(per_dpid.values(), key=lambda p: max(b for _, b in p))
         increments[leaves[0]].append((key, counter_increments(pts)))
     totals = {lf: sum(d for _, inc in flows for _, _, d in inc) for lf, flows in increments.items()}
     if not totals or max(totals.values()) <= 0:
@@ -528,7 +455,7 @@ def leaf_uplink_by_class(run_dir: str, leaf: Optional[int] = None, bin_s: Option
     ends = [b for _, inc in flows for _, b, _ in inc]
     # Two polling intervals per bin by default: the counters are stamped when the switch's reply arrives, and
     # that jitter (easily half an interval) would otherwise show up as spikes.
-    width = bin_s or 2 * (num(config.get("poll_interval_s")) or num(ctl.get("poll_interval_s")) or 0.1)
+    width = bin_s or 2 * (folder.poll_interval_s() or ctl.poll_interval_s)
     t0, t1 = min(starts), max(ends)
     nbins = max(int(math.ceil((t1 - t0) / width)), 1)
     by_class: Dict[int, np.ndarray] = {}
@@ -542,23 +469,15 @@ def leaf_uplink_by_class(run_dir: str, leaf: Optional[int] = None, bin_s: Option
     by_class = {c: v * scale for c, v in sorted(by_class.items())}
 
     ports = None
-    port_csv = os.path.join(run_dir, "port_stats.csv")
-    hpl = int(spec.get("hosts_per_leaf", 0) or 0)
-    if os.path.isfile(port_csv) and hpl:
-        per_port: Dict[int, List[Tuple[float, int]]] = defaultdict(list)
-        for row in read_csv_rows(port_csv):
-            if int(row["dpid"]) == 0x200 + leaf and int(row["port"]) > hpl:
-                per_port[int(row["port"])].append((float(row["time"]), int(row["tx_bytes"])))
-        if per_port:
-            ports = np.zeros(nbins)
-            for pts in per_port.values():
-                pts.sort()
-                for a, b, d in counter_increments(pts):
-                    _spread(ports, t0, width, a, b, d)
-            ports *= scale
-    capacity = None
-    if spec.get("spines") and spec.get("fabric_rate_mbps"):
-        capacity = float(spec["spines"]) * float(spec["fabric_rate_mbps"])
+    uplinks = {port: pts for (dpid, port), pts in folder.port_series("tx_bytes").items()
+               if dpid == leaf_dpid(leaf) and port > spec.hosts_per_leaf}
+    if uplinks:
+        ports = np.zeros(nbins)
+        for pts in uplinks.values():
+            for a, b, d in counter_increments(pts):
+                _spread(ports, t0, width, a, b, d)
+        ports *= scale
+    capacity = spec.spines * spec.fabric_rate_mbps
     return UplinkTraffic(leaf, t0, width, by_class, ports, capacity, len(flows))
 
 
@@ -567,22 +486,21 @@ def class_colour(cls: int):
     return plt.get_cmap("viridis")(cls / (NUM_CLASSES - 1))
 
 
-def pick_link_run(res: Results, wanted: Optional[str]) -> sweep.RunRecord:
+def pick_link_run(res: Results, wanted: Optional[str]) -> RunRecord:
     if wanted:
         for r in res.records:
-            if wanted in (r.id, os.path.basename(r.path), (r.summary or {}).get("run_id")):
+            if wanted in (r.id, os.path.basename(r.path), r.summary.run_id if r.summary else None):
                 return r
         raise Skip(f"--run {wanted}: no such run in {res.source}")
     candidates = [r for r in res.ok_records
-                  if all(os.path.isfile(os.path.join(r.path, n))
-                         for n in ("flow_stats.csv", "decisions.csv", "controller.json"))]
+                  if all(r.folder.has(n) for n in (r.folder.FLOW_STATS, r.folder.DECISIONS,
+                                                   r.folder.CONTROLLER_CONFIG))]
     if not candidates:
         raise Skip("no successful run with flow_stats.csv, decisions.csv and controller.json")
     # A run whose scheduler changed classes shows what the figure is about; an ECMP run would be all class 0.
     for r in candidates:
-        with open(os.path.join(r.path, "decisions.csv")) as f:
-            if any(row.get("priority_class") not in (None, "", "0") for row in csv.DictReader(f)):
-                return r
+        if any(cls != 0 for timeline in r.folder.class_timelines().values() for _, cls in timeline):
+            return r
     return candidates[0]
 
 
@@ -642,7 +560,7 @@ def fig_reconstruction(res: Results, out: str, formats: Sequence[str]) -> Tuple[
     points: Dict[str, List[Tuple[float, float]]] = defaultdict(list)
     used = []
     for r in res.ok_records:
-        jobs = ((r.summary or {}).get("reconstruction") or {}).get("jobs") or {}
+        jobs = (r.summary.reconstruction if r.summary else {}).get("jobs") or {}
         got = False
         for entry in jobs.values():
             if not isinstance(entry, dict):
@@ -686,7 +604,7 @@ def fig_reconstruction_vs_poll(res: Results, out: str, formats: Sequence[str]) -
     data: Dict[str, Dict[float, List[float]]] = defaultdict(lambda: defaultdict(list))
     used = []
     for r in res.ok_records:
-        rows = ((r.summary or {}).get("reconstruction") or {}).get("by_poll_interval") or []
+        rows = (r.summary.reconstruction if r.summary else {}).get("by_poll_interval") or []
         got = False
         for row in rows:
             if not isinstance(row, dict):
@@ -819,7 +737,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             for files, caption in draw():
                 made.append((os.path.splitext(os.path.basename(files[0]))[0], files, caption))
-                print(f"wrote {', '.join(sweep.display_path(f) for f in files)}")
+                print(f"wrote {', '.join(results.display_path(f) for f in files)}")
         except Skip as exc:
             skipped.append((name, str(exc)))
             print(f"skipped {name}: {exc}")
@@ -830,7 +748,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for note in res.notes:
         print(f"note: {note}")
     path = write_captions(out, res, made, skipped)
-    print(f"wrote {sweep.display_path(path)}")
+    print(f"wrote {results.display_path(path)}")
     return 0
 
 

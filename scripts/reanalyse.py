@@ -4,13 +4,12 @@
     python scripts/reanalyse.py results/sweep-headline/*/        # run folders, or a sweep folder
 
 The reconstruction (testbed/reconstruct.py) only reads files the run wrote (flow_stats.csv, controller.json,
-summary.json), so it can be redone without root or Mininet, e.g. after a change to the method. The summary keeps
-everything else; ``reconstruction.reanalysed_at`` records when it was redone.
+summary.json, through testbed/results.py), so it can be redone without root or Mininet, e.g. after a change to the
+method. The summary keeps everything else; ``reconstruction.reanalysed_at`` records when it was redone.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -25,16 +24,19 @@ if __name__ == "__main__":
     ensure_env("reanalyse.py", needs_fabric=False)  # set up what is missing, continue in .venv
 
 from testbed import reconstruct  # noqa: E402
+from testbed.results import RunFolder  # noqa: E402
 
 
-def run_dirs(paths):
+def run_folders(paths):
+    """The run folders among ``paths`` and their sub-folders (a sweep), those with a summary."""
     for path in paths:
-        if os.path.isfile(os.path.join(path, "summary.json")):
-            yield path
+        folder = RunFolder(path)
+        if folder.has(RunFolder.SUMMARY):
+            yield folder
         elif os.path.isdir(path):
             for name in sorted(os.listdir(path)):
-                sub = os.path.join(path, name)
-                if os.path.isfile(os.path.join(sub, "summary.json")):
+                sub = RunFolder(os.path.join(path, name))
+                if sub.has(RunFolder.SUMMARY):
                     yield sub
 
 
@@ -43,18 +45,14 @@ def main(argv=None) -> int:
     p.add_argument("paths", nargs="+", help="run folders or sweep folders")
     a = p.parse_args(argv)
     done = 0
-    for run in run_dirs(a.paths):
-        path = os.path.join(run, "summary.json")
-        with open(path) as f:
-            summary = json.load(f)
-        if not summary.get("jobs"):
+    for folder in run_folders(a.paths):
+        summary = folder.summary()
+        if summary is None or not summary.jobs:
             continue
-        summary.update(reconstruct.analyse_run(run, summary))
-        summary["reconstruction"]["reanalysed_at"] = time.time()
-        with open(path, "w") as f:
-            json.dump(summary, f, indent=2, default=str)
-        mae = summary["reconstruction"].get("idle_mae_frac_of_iteration")
-        print(f"{run}: idle error {mae if mae is None else f'{mae:.4f}'} of the iteration time")
+        summary.apply_reconstruction(dict(reconstruct.analyse_run(folder, summary), reanalysed_at=time.time()))
+        folder.write_summary(summary)
+        mae = summary.reconstruction.get("idle_mae_frac_of_iteration")
+        print(f"{folder.path}: idle error {mae if mae is None else f'{mae:.4f}'} of the iteration time")
         done += 1
     if not done:
         sys.stderr.write("reanalyse.py: no run folder with a summary.json found\n")

@@ -34,11 +34,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import hashlib
 import io
 import itertools
-import json
 import os
 import re
 import shlex
@@ -46,7 +44,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -59,15 +57,14 @@ if __name__ == "__main__":
     # Set up what is missing and continue in .venv; collecting finished runs needs no fabric.
     ensure_env("sweep.py", needs_fabric=not ({"-h", "--help", "--collect-only"} & set(sys.argv[1:])))
 
+from testbed.results import MANIFEST, Combo, RunFolder, collect, display_path, read_json, safe_name, write_json  # noqa: E402
+
 RUNNER_SCRIPT = os.path.join(PROJECT_DIR, "testbed", "run.py")
 DEFAULT_SCENARIO = os.path.join(PROJECT_DIR, "workloads", "scenarios", "default.yaml")
 
-MANIFEST = "sweep.json"
-SUMMARY_CSV = "summary.csv"
 RUNNER_LOG = "sweep-runner.log"
 ATTEMPTS_DIR = ".attempts"
 LOCK_FILE = ".sweep.lock"
-CLUSTER = "__cluster__"
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -75,20 +72,6 @@ FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # Runner flags the sweep sets itself for every combination; they cannot be axes or extra arguments.
 RESERVED_FLAGS = {"scheduler", "scenario", "seed", "out", "run-id", "quiet", "q", "param", "help", "h"}
 TRUE_WORDS, FALSE_WORDS = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
-
-RUN_COLUMNS = ["run_id", "scheduler", "scenario", "seed"]
-JOB_COLUMNS = ["job", "model", "workers", "iterations", "iteration_time_mean_s", "iteration_time_p99_s",
-               "gpu_utilization", "gpu_utilization_reconstructed", "faithful", "ok", "error"]
-
-# Where a runner flag's value ends up in config.json: used to recover axis values of run folders that are not
-# listed in the manifest (e.g. runs copied into the sweep folder by hand).
-FLAG_IN_CONFIG = {
-    "host-rate": ("fabric", "host_rate_mbps"), "fabric-rate": ("fabric", "fabric_rate_mbps"),
-    "spines": ("fabric", "spines"), "leaves": ("fabric", "leaves"), "hosts-per-leaf": ("fabric", "hosts_per_leaf"),
-    "poll-interval": ("poll_interval_s",), "class-floor": ("class_floor",), "queue-ms": ("queue_ms",),
-    "iterations": ("iterations_override",), "time-limit": ("time_limit_s",),
-}
-
 
 class BadInput(Exception):
     """Bad flags or values: reported in one line, exit 2, nothing started."""
@@ -110,31 +93,6 @@ class Axis:
     def key(self) -> str:
         """The runner flag without dashes, or the scheduler parameter's name."""
         return self.name[len("param."):] if self.is_param else self.name
-
-
-@dataclass(frozen=True)
-class Combo:
-    """One point of the grid; ``settings`` holds the ``--set`` axes in command-line order."""
-
-    id: str
-    scheduler: str
-    scenario: str          # label: the scenario file's stem (made unique)
-    scenario_file: str     # absolute path
-    seed: int
-    settings: Tuple[Tuple[str, str], ...] = ()
-
-    def params(self) -> dict:
-        return {"scheduler": self.scheduler, "scenario": self.scenario, "seed": self.seed, **dict(self.settings)}
-
-    def to_dict(self) -> dict:
-        return {"id": self.id, "scheduler": self.scheduler, "scenario": self.scenario,
-                "scenario_file": self.scenario_file, "seed": self.seed, "set": dict(self.settings)}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Combo":
-        return cls(id=d["id"], scheduler=d["scheduler"], scenario=d["scenario"],
-                   scenario_file=d.get("scenario_file", ""), seed=int(d["seed"]),
-                   settings=tuple((k, str(v)) for k, v in (d.get("set") or {}).items()))
 
 
 def split_list(text: str, what: str) -> List[str]:
@@ -174,14 +132,6 @@ def parse_set(text: str) -> Axis:
     return Axis(name, tuple(split_list(values, f"--set {name}")))
 
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9.+-]+")
-
-
-def safe(text) -> str:
-    """Filesystem-safe rendering of one id part (``/`` ``=`` spaces and the like become ``-``)."""
-    return _UNSAFE.sub("-", str(text)) or "x"
-
-
 def short_hash(text: str, n: int = 6) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:n]
 
@@ -196,10 +146,10 @@ def scenario_labels(paths: Sequence[str]) -> Dict[str, str]:
 
 
 def combo_id(scheduler: str, scenario: str, seed: int, settings: Iterable[Tuple[str, str]]) -> str:
-    parts = [safe(scheduler), safe(scenario), f"s{seed}"]
+    parts = [safe_name(scheduler), safe_name(scenario), f"s{seed}"]
     for name, value in settings:
         key = name[len("param."):] if name.startswith("param.") else name
-        parts.append(f"{safe(key)}-{safe(value)}")
+        parts.append(f"{safe_name(key)}-{safe_name(value)}")
     cid = "__".join(parts)
     if cid[0] in ".-":  # never a hidden folder or something that looks like an option
         cid = "x" + cid
@@ -331,25 +281,6 @@ def check_schedulers(schedulers: Sequence[str], axes: Sequence[Axis] = ()) -> No
 
 
 # ------------------------------------------------------------------------------------------------ run state
-def load_json(path: str) -> Optional[dict]:
-    try:
-        with open(path) as f:
-            data = json.load(f)
-        return data if isinstance(data, dict) else None
-    except (OSError, ValueError):
-        return None
-
-
-def run_status(run_dir: str) -> str:
-    """``done`` (summary ok), ``failed`` (summary not ok), ``incomplete`` (folder without summary) or ``new``."""
-    if not os.path.isdir(run_dir):
-        return "new"
-    summary = load_json(os.path.join(run_dir, "summary.json"))
-    if summary is None:
-        return "incomplete"
-    return "done" if summary.get("ok") is True else "failed"
-
-
 def move_aside(sweep_dir: str, run_dir: str) -> str:
     """Keep an unsuccessful attempt under .attempts/<id>.<n> so the redo starts from an empty folder."""
     attempts = os.path.join(sweep_dir, ATTEMPTS_DIR)
@@ -361,12 +292,6 @@ def move_aside(sweep_dir: str, run_dir: str) -> str:
     dest = os.path.join(attempts, f"{base}.{n}")
     os.replace(run_dir, dest)
     return dest
-
-
-def display_path(path: str) -> str:
-    """Relative to the working directory when below it, else absolute."""
-    rel = os.path.relpath(path)
-    return path if rel.startswith("..") else rel
 
 
 def last_line(path: str) -> str:
@@ -442,168 +367,6 @@ class ChildRunner:
                 self.proc = None
 
 
-# ------------------------------------------------------------------------------------------------ collection
-@dataclass
-class RunRecord:
-    """One run folder of a sweep (or a single run folder) with its parameters and whatever it wrote."""
-
-    id: str
-    path: str
-    params: dict
-    summary: Optional[dict] = None
-    config: Optional[dict] = None
-    in_manifest: bool = False
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.summary) and self.summary.get("ok") is True
-
-    @property
-    def exists(self) -> bool:
-        return os.path.isdir(self.path)
-
-
-def _fmt(value) -> str:
-    if isinstance(value, float):
-        return f"{value:g}"
-    return "" if value is None else str(value)
-
-
-def infer_params(config: Optional[dict], axes: Sequence[str], fallback_id: str) -> dict:
-    """Parameters of a run folder the manifest does not list, from its config.json."""
-    config = config or {}
-    scenario = config.get("scenario") or {}
-    name = scenario.get("name") if isinstance(scenario, dict) else None
-    if not name and config.get("scenario_file"):
-        name = os.path.splitext(os.path.basename(config["scenario_file"]))[0]
-    params = {"scheduler": config.get("scheduler", ""), "scenario": name or "", "seed": config.get("seed", "")}
-    for axis in axes:
-        value = None
-        if axis.startswith("param."):
-            value = (config.get("scheduler_params") or {}).get(axis[len("param."):])
-        elif axis in FLAG_IN_CONFIG:
-            value = config
-            for k in FLAG_IN_CONFIG[axis]:
-                value = value.get(k) if isinstance(value, dict) else None
-        params[axis] = _fmt(value)
-    if not params["scheduler"]:
-        params["scheduler"] = fallback_id
-    return params
-
-
-def is_run_dir(path: str) -> bool:
-    return os.path.isfile(os.path.join(path, "summary.json")) or os.path.isfile(os.path.join(path, "config.json"))
-
-
-def discover_runs(results_dir: str) -> Tuple[List[RunRecord], List[str]]:
-    """Run records and ``--set`` axis names of a sweep folder, or the one record of a single run folder.
-
-    Manifest combinations come first, in sweep order (including ones that never ran); then any other run
-    folder found in the directory, with parameters read from its config.json."""
-    results_dir = os.path.abspath(results_dir)
-    if is_run_dir(results_dir) and not os.path.isfile(os.path.join(results_dir, MANIFEST)):
-        config = load_json(os.path.join(results_dir, "config.json"))
-        summary = load_json(os.path.join(results_dir, "summary.json"))
-        rid = os.path.basename(results_dir)
-        return [RunRecord(rid, results_dir, infer_params(config or (summary or {}).get("config"), [], rid),
-                          summary, config)], []
-    manifest = load_json(os.path.join(results_dir, MANIFEST)) or {}
-    axes: List[str] = list(manifest.get("set_axes") or [])
-    records: List[RunRecord] = []
-    seen = set()
-    for d in manifest.get("combinations") or []:
-        try:
-            combo = Combo.from_dict(d)
-        except (KeyError, TypeError, ValueError):
-            continue
-        if combo.id in seen:
-            continue
-        seen.add(combo.id)
-        for name, _ in combo.settings:
-            if name not in axes:
-                axes.append(name)
-        path = os.path.join(results_dir, combo.id)
-        records.append(RunRecord(combo.id, path, combo.params(), load_json(os.path.join(path, "summary.json")),
-                                 load_json(os.path.join(path, "config.json")), in_manifest=True))
-    try:
-        names = sorted(os.listdir(results_dir))
-    except OSError:
-        names = []
-    for name in names:
-        path = os.path.join(results_dir, name)
-        if name.startswith(".") or name in seen or not os.path.isdir(path) or not is_run_dir(path):
-            continue
-        config = load_json(os.path.join(path, "config.json"))
-        summary = load_json(os.path.join(path, "summary.json"))
-        records.append(RunRecord(name, path, infer_params(config or (summary or {}).get("config"), axes, name),
-                                 summary, config))
-    for r in records:
-        for axis in axes:
-            r.params.setdefault(axis, "")
-    return records, axes
-
-
-def _num(value):
-    """Numbers for the CSV: NaN and missing become empty cells."""
-    if value is None:
-        return ""
-    if isinstance(value, float) and value != value:
-        return ""
-    return value
-
-
-def run_rows(record: RunRecord, axes: Sequence[str]) -> List[dict]:
-    """The summary.csv rows of one run: one per job, then the ``__cluster__`` row."""
-    summary = record.summary
-    config = record.config or (summary or {}).get("config") or {}
-    base = {"run_id": (summary or {}).get("run_id") or config.get("run_id") or record.id,
-            "scheduler": record.params.get("scheduler", ""), "scenario": record.params.get("scenario", ""),
-            "seed": record.params.get("seed", "")}
-    for axis in axes:
-        base[axis] = record.params.get(axis, "")
-    if summary is None:
-        why = "not run" if not record.exists else "no summary.json (unfinished or killed run)"
-        return [dict(base, job=CLUSTER, ok=False, error=why)]
-    ok = summary.get("ok") is True
-    fidelity = summary.get("fidelity") or {}
-    faithful = fidelity.get("faithful") if isinstance(fidelity, dict) else None
-    rows = []
-    for job in summary.get("jobs") or []:
-        if not isinstance(job, dict):
-            continue
-        rows.append(dict(base, job=job.get("name", ""), model=job.get("model", ""), workers=_num(job.get("workers")),
-                         iterations=_num(job.get("iterations")),
-                         iteration_time_mean_s=_num(job.get("iteration_time_mean_s")),
-                         iteration_time_p99_s=_num(job.get("iteration_time_p99_s")),
-                         gpu_utilization=_num(job.get("gpu_utilization")),
-                         gpu_utilization_reconstructed=_num(job.get("gpu_utilization_reconstructed")),
-                         faithful=_num(faithful), ok=ok, error=job.get("error") or summary.get("error") or ""))
-    cluster = summary.get("cluster") or {}
-    rows.append(dict(base, job=CLUSTER, model="", workers=_num(cluster.get("gpus")), iterations="",
-                     iteration_time_mean_s="", iteration_time_p99_s="",
-                     gpu_utilization=_num(cluster.get("gpu_utilization")),
-                     gpu_utilization_reconstructed=_num(cluster.get("gpu_utilization_reconstructed")),
-                     faithful=_num(faithful), ok=ok, error=summary.get("error") or ""))
-    return rows
-
-
-def collect(results_dir: str) -> Tuple[str, List[dict]]:
-    """Rebuild ``<results_dir>/summary.csv`` from the run folders; returns its path and rows."""
-    records, axes = discover_runs(results_dir)
-    rows = [row for r in records for row in run_rows(r, axes)]
-    columns = RUN_COLUMNS + list(axes) + JOB_COLUMNS
-    path = os.path.join(results_dir, SUMMARY_CSV)
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
-        w.writeheader()
-        for row in rows:
-            w.writerow({c: row.get(c, "") for c in columns})
-    os.replace(tmp, path)  # readers never see a half-written table
-    return path, rows
-
-
 # ------------------------------------------------------------------------------------------------ the sweep
 def is_root() -> bool:
     return os.geteuid() == 0
@@ -613,7 +376,7 @@ def write_manifest(out: str, argv: Sequence[str], runner: Sequence[str], extra: 
                    schedulers, scenarios, seeds, axes: Sequence[Axis], combos: Sequence[Combo]) -> dict:
     """sweep.json; combinations of earlier invocations with other axes are kept so their runs stay collected."""
     path = os.path.join(out, MANIFEST)
-    old = load_json(path) or {}
+    old = read_json(path) or {}
     now = time.time()
     this = {"command": shlex.join(["scripts/sweep.py"] + list(argv)),
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)), "started_at_epoch": now}
@@ -633,10 +396,7 @@ def write_manifest(out: str, argv: Sequence[str], runner: Sequence[str], extra: 
 
 
 def save_manifest(out: str, manifest: dict) -> None:
-    path = os.path.join(out, MANIFEST)
-    with open(path + ".tmp", "w") as f:
-        json.dump(manifest, f, indent=2)
-    os.replace(path + ".tmp", path)
+    write_json(os.path.join(out, MANIFEST), manifest)
 
 
 @contextlib.contextmanager
@@ -662,18 +422,19 @@ def run_combo(combo: Combo, out: str, cmd: Sequence[str], attempts: int, child: 
     for attempt in range(1, attempts + 1):
         if child.signals:  # stopped between attempts: leave no empty folder behind
             return "interrupted"
-        if run_status(run_dir) in ("failed", "incomplete"):
+        if RunFolder(run_dir).status() in ("failed", "incomplete"):
             move_aside(out, run_dir)
         os.makedirs(run_dir, exist_ok=True)
         log = os.path.join(run_dir, RUNNER_LOG)
         rc = child.run(cmd, log)
-        status = run_status(run_dir)
+        status = RunFolder(run_dir).status()
         if status == "done":
             return "ok"
         if rc is None or child.signals:
             return "interrupted"
-        summary = load_json(os.path.join(run_dir, "summary.json")) or {}
-        reason = summary.get("error") or f"exit {rc}" + ("" if status == "failed" else ", no summary.json")
+        summary = RunFolder(run_dir).summary()
+        reason = ((summary.error if summary else None)
+                  or f"exit {rc}" + ("" if status == "failed" else ", no summary.json"))
         say(f"{combo.id}: attempt {attempt}/{attempts} failed ({reason}); log: {display_path(log)}")
         if rc == EXIT_BAD_INPUT:
             say(f"  {last_line(log)}")
@@ -710,7 +471,7 @@ def run_sweep(args, argv: Sequence[str]) -> int:
     if args.dry_run:
         done = 0
         for c in combos:
-            if run_status(os.path.join(out, c.id)) == "done":
+            if RunFolder(os.path.join(out, c.id)).status() == "done":
                 done += 1
                 print(f"# done, skipped: {c.id}")
             else:
@@ -740,7 +501,7 @@ def _run_locked(args, argv, out, runner, extra, schedulers, scenarios, seeds, ax
             if child.signals:
                 interrupted = True
                 break
-            if run_status(os.path.join(out, combo.id)) == "done":
+            if RunFolder(os.path.join(out, combo.id)).status() == "done":
                 counts["skipped"] += 1
                 bar.update(1)
                 continue

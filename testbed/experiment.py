@@ -3,13 +3,11 @@
 ``run_jobs`` starts one worker process per rank in its Mininet host (``python -m workloads.worker``), shows a
 progress bar of finished iterations, enforces the time limit and summarises the workers' ground truth
 (workloads/truth.py). ``fidelity`` says whether the emulation kept up: the OVS forwarding thread's CPU and the
-achieved versus configured rate of every switch port, from the controller's counters. ``analyse`` adds the
-reconstruction of GPU idle time from the counters (testbed/reconstruct.py) and its error against the truth.
+achieved versus configured rate of every switch port, from the controller's counters. ``print_summary`` is the
+run's last words on the terminal. Files are named and read through testbed/results.py.
 """
 from __future__ import annotations
 
-import csv
-import json
 import logging
 import os
 import signal
@@ -21,6 +19,7 @@ from typing import Dict, List, Sequence
 
 from core.model import JobSpec
 from testbed import state
+from testbed.results import RunFolder, RunSummary
 
 LOG = logging.getLogger("flux.run")
 
@@ -51,25 +50,21 @@ class _LogTail:
         return self.iterations
 
 
-def run_jobs(tb, jobs: Sequence[JobSpec], out: str, seed: int, time_limit_s: float, progress: bool = True) -> dict:
+def run_jobs(tb, jobs: Sequence[JobSpec], folder: RunFolder, seed: int, time_limit_s: float,
+             progress: bool = True) -> dict:
     from workloads import truth
 
-    job_dir = os.path.join(out, "jobs")
-    worker_dir = os.path.join(out, "workers")
-    os.makedirs(job_dir, exist_ok=True)
-    os.makedirs(worker_dir, exist_ok=True)
     # Connecting all rings takes a moment; every job's iteration 0 starts at a common origin plus its offset.
     origin = time.time() + 2.0 + 0.05 * sum(j.workers for j in jobs)
     procs: List[tuple] = []
     tails: List[_LogTail] = []
     logs: Dict[str, List[str]] = defaultdict(list)
     for job in jobs:
-        job_file = os.path.join(job_dir, f"{job.name}.json")
-        with open(job_file, "w") as f:
-            json.dump(job.to_dict(), f, indent=1)
+        job_file = folder.write_job(job)
         for rank in range(job.workers):
-            log = os.path.join(worker_dir, f"{job.name}-r{rank}.jsonl")
-            stderr = open(os.path.join(worker_dir, f"{job.name}-r{rank}.stderr"), "w")
+            log = folder.worker_log(job.name, rank)
+            os.makedirs(os.path.dirname(log), exist_ok=True)
+            stderr = open(folder.worker_stderr(job.name, rank), "w")
             p = tb.host_popen(job.hosts[rank], [sys.executable, "-m", "workloads.worker", "--job-file", job_file,
                                                 "--rank", str(rank), "--events-socket", tb.events_socket,
                                                 "--log", log, "--seed", str(seed),
@@ -113,7 +108,7 @@ def run_jobs(tb, jobs: Sequence[JobSpec], out: str, seed: int, time_limit_s: flo
                 failed.append(f"{job.name} rank {rank} (exit {p.returncode})")
     wall = time.time() - started
     if failed:
-        LOG.error("workers failed: %s (see %s/*.stderr)", ", ".join(failed), worker_dir)
+        LOG.error("workers failed: %s (see %s)", ", ".join(failed), folder.file("workers"))
     job_summaries = []
     for job in jobs:
         s = {"name": job.name, "model": job.model.name, "workers": job.workers, "iterations": job.iterations,
@@ -149,17 +144,12 @@ def peer_ports(tb) -> Dict[tuple, tuple]:
     return out
 
 
-def port_rate_series(path: str, window_s: float = 2.0, column: str = "tx_bytes") -> Dict[tuple, List[tuple]]:
+def port_rate_series(folder: RunFolder, window_s: float = 2.0, column: str = "tx_bytes") -> Dict[tuple, List[tuple]]:
     """(dpid, port) -> [(time, Mbit/s over the last ``window_s``)] of one counter column of port_stats.csv.
 
     Windows of 2 s keep the jitter of the polls' timestamps (tens of ms under load) below 5% of a rate."""
-    samples: Dict[tuple, List[tuple]] = defaultdict(list)
-    with open(path) as f:
-        for row in csv.DictReader(f):
-            samples[(int(row["dpid"]), int(row["port"]))].append((float(row["time"]), int(row[column])))
     series = {}
-    for key, pts in samples.items():
-        pts.sort()
+    for key, pts in folder.port_series(column).items():
         out, j = [], 0
         for i, (t, b) in enumerate(pts):
             while pts[j][0] < t - window_s:
@@ -188,7 +178,7 @@ def tcp_counters(tb) -> Dict[str, int]:
     return total
 
 
-def fidelity(out: str, tb, cpu0, cpu1, wall_s: float, tcp0=None, tcp1=None, jobs=None) -> dict:
+def fidelity(folder: RunFolder, tb, cpu0, cpu1, wall_s: float, tcp0=None, tcp1=None, jobs=None) -> dict:
     """Did the emulation keep up? OVS CPU, achieved vs configured port rates, TCP retransmissions, and GPU
     idle time that no wait explains (the emulated GPU was late because the machine's CPUs were busy)."""
     warnings = []
@@ -213,12 +203,11 @@ def fidelity(out: str, tb, cpu0, cpu1, wall_s: float, tcp0=None, tcp1=None, jobs
         if frac > OVS_CPU_LIMIT:
             warnings.append(f"ovs-vswitchd used {frac:.0%} of a core: the emulator was saturated, rates and "
                             f"timings may be distorted")
-    path = os.path.join(out, "port_stats.csv")
-    if os.path.exists(path):
+    if folder.has(RunFolder.PORT_STATS):
         rates = configured_port_rates(tb)
         peers = peer_ports(tb)
-        tx = port_rate_series(path, column="tx_bytes")
-        rx = port_rate_series(path, column="rx_bytes")
+        tx = port_rate_series(folder, column="tx_bytes")
+        rx = port_rate_series(folder, column="rx_bytes")
         ports = []
         for key, pts in tx.items():
             if key not in rates or not pts:
@@ -248,35 +237,25 @@ def fidelity(out: str, tb, cpu0, cpu1, wall_s: float, tcp0=None, tcp1=None, jobs
     return result
 
 
-def analyse(out: str, summary: dict) -> dict:
-    """Post-run analysis from the files in ``out``: reconstruction of idle time from counters."""
-    from testbed import reconstruct
-    return reconstruct.analyse_run(out, summary)
-
-
-def print_summary(summary: dict, out: str) -> None:
+def print_summary(summary: RunSummary, out: str) -> None:
     print()
-    status = "OK" if summary.get("ok") else "FAILED"
-    print(f"run {summary.get('run_id')}: {status}" + (f" ({summary['error']})" if summary.get("error") else ""))
-    jobs = summary.get("jobs") or []
-    if jobs:
+    status = "OK" if summary.ok else "FAILED"
+    print(f"run {summary.run_id}: {status}" + (f" ({summary.error})" if summary.error else ""))
+    if summary.jobs:
         print(f"  {'job':<12} {'model':<12} {'workers':>7} {'iters':>5} {'iter mean s':>11} {'GPU util':>8} "
               f"{'util (counters)':>15}")
-        for j in jobs:
-            mean = j.get("iteration_time_mean_s")
-            util = j.get("gpu_utilization")
-            rec = j.get("gpu_utilization_reconstructed")
-            print(f"  {j['name']:<12} {j['model']:<12} {j['workers']:>7} {j['iterations']:>5} "
+        for j in summary.jobs:
+            mean, util, rec = j.iteration_time_mean_s, j.gpu_utilization, j.gpu_utilization_reconstructed
+            print(f"  {j.name:<12} {j.model:<12} {j.workers:>7} {j.iterations:>5} "
                   f"{'-' if mean is None else f'{mean:.3f}':>11} {'-' if util is None else f'{util:.3f}':>8} "
                   f"{'-' if rec is None else f'{rec:.3f}':>15}")
-        cu = (summary.get("cluster") or {}).get("gpu_utilization")
+        cu = summary.cluster.get("gpu_utilization")
         if cu is not None:
             print(f"  cluster GPU utilisation: {cu:.3f}")
-    ctl = summary.get("controller") or {}
+    ctl = summary.controller
     if ctl.get("reaction_latency_ms_median") is not None:
         print(f"  controller: {ctl.get('flowmods')} flow-mods, reaction latency median "
               f"{ctl['reaction_latency_ms_median']:.1f} ms / p99 {ctl['reaction_latency_ms_p99']:.1f} ms")
-    fid = summary.get("fidelity") or {}
-    for w in fid.get("warnings", []):
+    for w in summary.fidelity.get("warnings", []):
         print(f"  WARNING: {w}")
     print(f"  results: {out}/summary.json")

@@ -28,7 +28,6 @@ if __name__ == "__main__":
     ensure_env("run.py", needs_fabric=not ({"-h", "--help"} & set(sys.argv[1:])))
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import logging  # noqa: E402
 import platform  # noqa: E402
 import re  # noqa: E402
@@ -223,15 +222,17 @@ def ovs_cpu_seconds() -> Optional[float]:
 
 # ------------------------------------------------------------------------------------------------ the run
 def run(args, resolved: dict) -> int:
-    from testbed import experiment
+    from testbed import experiment, reconstruct
     from testbed.fabric import Testbed, TestbedError
+    from testbed.results import JobSummary, RunFolder, RunSummary
 
     scenario = resolved["scenario"]
     run_id = args.run_id or "{}-{}-{}-s{}".format(time.strftime("%Y%m%d-%H%M%S"), args.scheduler,
                                                    scenario.name, args.seed)
     out = os.path.abspath(args.out or os.path.join(PROJECT_DIR, "results", run_id))
-    os.makedirs(out, exist_ok=True)
+    folder = RunFolder(out)
     config = {
+        "engine": "emulation",
         "run_id": run_id, "scheduler": args.scheduler, "scheduler_params": resolved["params"],
         "scenario_file": resolved["scenario_path"], "scenario": scenario.to_dict(), "seed": args.seed,
         "fabric": vars(resolved["spec"]) | {"oversubscription": resolved["spec"].oversubscription},
@@ -239,11 +240,12 @@ def run(args, resolved: dict) -> int:
         "class_mode": args.class_mode,
         "iterations_override": args.iterations, "time_limit_s": args.time_limit,
         "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+        # Every flag by name, so that a sweep can read back any axis without knowing the keys above.
+        "flags": {name.replace("_", "-"): value for name, value in sorted(vars(args).items())},
     }
-    with open(os.path.join(out, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-    summary = {"run_id": run_id, "ok": False, "config": config, "versions": versions(), "seed": args.seed,
-               "started_at": time.time()}
+    folder.write_config(config)
+    summary = RunSummary(run_id=run_id, config=config, versions=versions(), seed=args.seed,
+                         extra={"started_at": time.time()})
     spec = resolved["spec"]
     LOG.info("run %s -> %s", run_id, out)
     datapath = None if args.datapath == "auto" else args.datapath
@@ -257,8 +259,8 @@ def run(args, resolved: dict) -> int:
                  "(oversubscription %.2f:1), %s datapath, scheduler %s", spec.spines, spec.leaves, spec.hosts,
                  spec.host_rate_mbps, spec.fabric_rate_mbps, spec.oversubscription, tb.datapath, args.scheduler)
         tb.start()
-        summary["timings"] = dict(tb.timings)
-        summary["datapath"] = tb.datapath
+        summary.timings = dict(tb.timings)
+        summary.extra["datapath"] = tb.datapath
         LOG.info("      up in %.1f s (build %.1f, start+controller %.1f)", tb.timings["build_s"]
                  + tb.timings["start_s"], tb.timings["build_s"], tb.timings["start_s"])
         checks = {}
@@ -279,33 +281,36 @@ def run(args, resolved: dict) -> int:
                                    f"{pair['high_share']:.2f} of the port")
         else:
             LOG.info("[2/4] checks skipped")
-        summary["checks"] = checks
+        summary.checks = checks
         if args.no_workload:
             LOG.info("[3/4] no workload (--no-workload)")
         else:
             LOG.info("[3/4] workload: %s", ", ".join(f"{j.name} ({j.model.name}, {j.workers} workers, "
                                                       f"{j.iterations} it)" for j in resolved["jobs"]))
             cpu0, t0, tcp0 = ovs_cpu_seconds(), time.time(), experiment.tcp_counters(tb)
-            summary.update(experiment.run_jobs(tb, resolved["jobs"], out, seed=args.seed,
-                                               time_limit_s=args.time_limit, progress=not args.quiet))
+            workload = experiment.run_jobs(tb, resolved["jobs"], folder, seed=args.seed,
+                                           time_limit_s=args.time_limit, progress=not args.quiet)
+            summary.jobs = [JobSummary.from_dict(j) for j in workload.pop("jobs")]
+            summary.cluster = workload.pop("cluster")
+            summary.extra.update(workload)
             cpu1, t1, tcp1 = ovs_cpu_seconds(), time.time(), experiment.tcp_counters(tb)
-            summary["fidelity"] = experiment.fidelity(out, tb, cpu0, cpu1, t1 - t0, tcp0, tcp1, summary["jobs"])
-        summary["controller"] = tb.controller_stats()
-        summary["ok"] = not summary.get("workload_failed", False)
-        code = EXIT_OK if summary["ok"] else EXIT_FAILED
+            summary.fidelity = experiment.fidelity(folder, tb, cpu0, cpu1, t1 - t0, tcp0, tcp1, summary.jobs)
+        summary.controller = tb.controller_stats()
+        summary.ok = not summary.extra.get("workload_failed", False)
+        code = EXIT_OK if summary.ok else EXIT_FAILED
     except Interrupted as exc:
         LOG.error("interrupted (%s); tearing down", exc)
-        summary["error"] = f"interrupted: {exc}"
+        summary.error = f"interrupted: {exc}"
         code = EXIT_INTERRUPTED
     except TestbedError as exc:
         LOG.error("%s", exc)
-        summary["error"] = str(exc)
+        summary.error = str(exc)
     except Exception as exc:  # a bug or an unforeseen failure: one line here, the traceback in the run folder
         import traceback
-        with open(os.path.join(out, "error.log"), "w") as f:
+        with open(folder.file(RunFolder.ERROR_LOG), "w") as f:
             traceback.print_exc(file=f)
-        LOG.error("run failed: %s: %s (traceback in %s)", type(exc).__name__, exc, os.path.join(out, "error.log"))
-        summary["error"] = f"{type(exc).__name__}: {exc}"
+        LOG.error("run failed: %s: %s (traceback in %s)", type(exc).__name__, exc, folder.file(RunFolder.ERROR_LOG))
+        summary.error = f"{type(exc).__name__}: {exc}"
     finally:
         # A second Ctrl-C must not cut the teardown short.
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -313,16 +318,15 @@ def run(args, resolved: dict) -> int:
         LOG.info("[4/4] teardown")
         # After a signal the user wants the terminal back: the fast teardown (a few seconds at most).
         tb.stop(fast=code == EXIT_INTERRUPTED)
-        summary["timings"] = dict(tb.timings)
-        summary["finished_at"] = time.time()
-        if not args.no_workload and "jobs" in summary and code != EXIT_INTERRUPTED:
+        summary.timings = dict(tb.timings)
+        summary.extra["finished_at"] = time.time()
+        if summary.jobs and code != EXIT_INTERRUPTED:
             try:
-                summary.update(experiment.analyse(out, summary))
+                summary.apply_reconstruction(reconstruct.analyse_run(folder, summary))
             except Exception as exc:  # analysis must never hide the run's own result
                 LOG.warning("analysis failed: %s", exc)
-                summary["analysis_error"] = str(exc)
-        with open(os.path.join(out, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2, default=str)
+                summary.extra["analysis_error"] = str(exc)
+        folder.write_summary(summary)
     experiment.print_summary(summary, out)
     return code
 

@@ -22,6 +22,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 STATE_DIR = os.environ.get("FLUX_STATE_DIR", "/run/flux-testbed")
 STATE_FILE = os.path.join(STATE_DIR, "state.json")
 MARKER = "FLUX_TESTBED_RUN"
+SESSION_MARKER = "FLUX_TEST_SESSION"  # set by the test suite, so that its guard never touches another session's runs
 KILL_GRACE_S = 2.0
 _PR_SET_PDEATHSIG = 1
 
@@ -43,30 +44,39 @@ def start_time(pid: int) -> Optional[int]:
         return None
 
 
-def run_token(pid: int) -> Optional[str]:
-    """The run token in a process's environment, if it was started by a testbed run."""
+def environ_value(pid: int, key: str) -> Optional[str]:
+    """The value of ``key`` in a process's environment as it started, or None."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             env = f.read()
     except OSError:
         return None
-    key = MARKER.encode() + b"="
+    prefix = key.encode() + b"="
     for item in env.split(b"\0"):
-        if item.startswith(key):
-            return item[len(key):].decode(errors="replace")
+        if item.startswith(prefix):
+            return item[len(prefix):].decode(errors="replace")
     return None
 
 
-def marked_processes(token: Optional[str] = None) -> List[int]:
-    """Pids of live processes carrying ``token`` (any testbed token if None), this process excluded."""
+def run_token(pid: int) -> Optional[str]:
+    """The run token in a process's environment, if it was started by a testbed run."""
+    return environ_value(pid, MARKER)
+
+
+def marked_processes(token: Optional[str] = None, session: Optional[str] = None) -> List[int]:
+    """Pids of live processes carrying ``token`` (any testbed token if None), this process excluded; with
+    ``session``, only those also started under that test session (``SESSION_MARKER``)."""
     own = os.getpid()
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == own:
             continue
         value = run_token(int(name))
-        if value is not None and (token is None or value == token):
-            found.append(int(name))
+        if value is None or (token is not None and value != token):
+            continue
+        if session is not None and environ_value(int(name), SESSION_MARKER) != session:
+            continue
+        found.append(int(name))
     return found
 
 
@@ -272,13 +282,14 @@ def _bridges() -> List[str]:
 
 
 # ---------------------------------------------------------------------------------- what a run can leave behind
-def snapshot() -> Dict[str, set]:
-    """Everything of the machine a run could leave behind: testbed processes (by their run token), OVS bridges,
-    root-namespace interfaces, named network namespaces and the state file. Compared before and after by the
-    tests' guard (tests/conftest.py) and by scripts/bench_kills.py."""
+def snapshot(session: Optional[str] = None) -> Dict[str, set]:
+    """Everything of the machine a run could leave behind: testbed processes (by their run token; with
+    ``session``, only that test session's), OVS bridges, root-namespace interfaces, named network namespaces and
+    the state file. Compared before and after by the tests' guard (tests/conftest.py) and by
+    scripts/bench_kills.py."""
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return {
-        "process": {str(pid) for pid in marked_processes()},
+        "process": {str(pid) for pid in marked_processes(session=session)},
         "bridge": set(_bridges()),
         "interface": set(os.listdir("/sys/class/net")),
         "namespace": {line.split()[0] for line in netns.splitlines() if line.strip()},
@@ -286,11 +297,11 @@ def snapshot() -> Dict[str, set]:
     }
 
 
-def new_since(before: Dict[str, set], grace_s: float = 0.0) -> Dict[str, List[str]]:
+def new_since(before: Dict[str, set], grace_s: float = 0.0, session: Optional[str] = None) -> Dict[str, List[str]]:
     """What exists now and did not in ``before``, waiting up to ``grace_s`` for it to go away by itself."""
     deadline = time.monotonic() + grace_s
     while True:
-        after = snapshot()
+        after = snapshot(session)
         new = {kind: sorted(names - before.get(kind, set())) for kind, names in after.items()}
         new = {kind: names for kind, names in new.items() if names}
         if not new or time.monotonic() >= deadline:

@@ -9,6 +9,7 @@ import functools
 import os
 import subprocess
 import sys
+import uuid
 
 import pytest
 
@@ -17,6 +18,9 @@ if PROJECT_DIR not in sys.path:
     sys.path.insert(0, PROJECT_DIR)
 
 from testbed import state  # noqa: E402
+
+# Every process this session starts inherits this, so that the guard below only ever ends this session's own.
+SESSION = os.environ.setdefault(state.SESSION_MARKER, f"{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
 @functools.lru_cache(maxsize=None)
@@ -47,7 +51,7 @@ LEFTOVER_GRACE_S = 3.0
 
 
 def _check_nothing_new(before, what):
-    left = state.new_since(before, grace_s=LEFTOVER_GRACE_S)
+    left = state.new_since(before, grace_s=LEFTOVER_GRACE_S, session=SESSION)
     if left:
         state.remove_things(left)
         described = "; ".join(f"{kind} {', '.join(names)}" for kind, names in left.items())
@@ -57,7 +61,7 @@ def _check_nothing_new(before, what):
 @pytest.fixture(scope="module", autouse=True)
 def nothing_left_behind_by_module():
     """Like ``nothing_left_behind``, for what a module's shared fixtures (a live fabric) start and stop."""
-    before = state.snapshot() if _root_unavailable_reason() is None else None
+    before = state.snapshot(SESSION) if _root_unavailable_reason() is None else None
     yield
     if before is not None:
         _check_nothing_new(before, "this module")
@@ -68,7 +72,7 @@ def nothing_left_behind():
     """Fails the test (and so the session) if it leaves a testbed process, a bridge, an interface, a namespace
     or a state file behind that was not there before it; removes what it left so that the next test starts
     clean. Runs where the root tests run (as root, with Open vSwitch)."""
-    before = state.snapshot() if _root_unavailable_reason() is None else None
+    before = state.snapshot(SESSION) if _root_unavailable_reason() is None else None
     yield
     if before is not None:
         _check_nothing_new(before, "this test")

@@ -14,7 +14,11 @@ import time
 
 import pytest
 
+from core.config import ControllerConfig
+from core.fabric import FabricLayout, FabricSpec
+from core.model import Bucket, JobSpec, ModelProfile
 from scripts import plot, sweep
+from testbed.results import CLUSTER, JOB_COLUMNS, RunFolder
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SCENARIO = os.path.join(PROJECT_DIR, "workloads", "scenarios", "default.yaml")
@@ -188,7 +192,7 @@ def test_resume_skips_finished_and_redoes_failed(tmp_path, fake_runner):
     assert sorted(called()) == ["ecmp__default__s2", "flux__default__s1", "flux__default__s2"]
     # The failed and the unfinished attempts were kept aside, not mixed into the redo.
     assert sorted(os.listdir(out / ".attempts")) == ["ecmp__default__s2.1", "flux__default__s1.1"]
-    assert all(sweep.run_status(str(out / c)) == "done" for c in
+    assert all(RunFolder(str(out / c)).status() == "done" for c in
                ("ecmp__default__s1", "ecmp__default__s2", "flux__default__s1", "flux__default__s2"))
     assert (out / "flux__default__s2" / sweep.RUNNER_LOG).exists()
     manifest = json.loads((out / "sweep.json").read_text())
@@ -262,15 +266,15 @@ def test_collect_only_from_synthetic_folders(tmp_path, capsys):
     assert sweep.main(["--collect-only", "--out", str(out)]) == 0
     rows = read_csv(out / "summary.csv")
     assert list(rows[0])[:4] == ["run_id", "scheduler", "scenario", "seed"]
-    assert list(rows[0])[4:] == sweep.JOB_COLUMNS
+    assert list(rows[0])[4:] == JOB_COLUMNS
     assert {r["run_id"] for r in rows} == {"ecmp__default__s1", "flux__default__s1", "crux__default__s1",
                                            "flux__default__s2"}
     ecmp = {r["job"]: r for r in rows if r["run_id"] == "ecmp__default__s1"}
-    assert set(ecmp) == {"vgg", "bert", sweep.CLUSTER}
+    assert set(ecmp) == {"vgg", "bert", CLUSTER}
     assert ecmp["vgg"]["model"] == "vgg16" and float(ecmp["vgg"]["gpu_utilization"]) == pytest.approx(0.95)
     assert ecmp["vgg"]["iteration_time_p99_s"] and ecmp["vgg"]["faithful"] == "True"
-    assert float(ecmp[sweep.CLUSTER]["gpu_utilization"]) == pytest.approx(0.89)
-    assert ecmp[sweep.CLUSTER]["workers"] == "4" and ecmp["vgg"]["ok"] == "True"
+    assert float(ecmp[CLUSTER]["gpu_utilization"]) == pytest.approx(0.89)
+    assert ecmp[CLUSTER]["workers"] == "4" and ecmp["vgg"]["ok"] == "True"
     unfinished = [r for r in rows if r["run_id"] == "flux__default__s2"]
     assert len(unfinished) == 1 and unfinished[0]["ok"] == "False" and "summary" in unfinished[0]["error"]
     assert [r["ok"] for r in rows if r["run_id"] == "crux__default__s1"] == ["False"]
@@ -285,7 +289,7 @@ def test_collect_uses_manifest_axes(tmp_path, fake_runner):
     assert sweep.main(["--collect-only", "--out", str(out)]) == 0
     rows = read_csv(out / "summary.csv")
     assert list(rows[0])[:5] == ["run_id", "scheduler", "scenario", "seed", "param.alpha"]
-    assert sorted(r["param.alpha"] for r in rows if r["job"] == sweep.CLUSTER) == ["0.3", "0.7"]
+    assert sorted(r["param.alpha"] for r in rows if r["job"] == CLUSTER) == ["0.3", "0.7"]
 
 
 # ------------------------------------------------------------------------------------------------ plots
@@ -296,19 +300,19 @@ def make_run(run_dir, scheduler, seed, ok=True, decisions=True, workers_logs=Tru
     """A small but complete run folder: 2 leaves x 2 hosts, 1 spine, jobs vgg (h1,h3) and bert (h2,h4)."""
     run_dir = str(run_dir)
     os.makedirs(os.path.join(run_dir, "workers"), exist_ok=True)
-    hosts = [{"name": f"h{k}", "ip": f"10.0.0.{k}", "mac": "", "leaf": 1 + (k - 1) // 2, "leaf_port": 1 + (k - 1) % 2}
-             for k in range(1, 5)]
-    spec = {"spines": 1, "leaves": 2, "hosts_per_leaf": 2, "host_rate_mbps": 10.0, "fabric_rate_mbps": 10.0}
-    jobs = [{"index": 0, "name": "vgg", "workers": 2, "iterations": 4, "hosts": ["h1", "h3"],
-             "addresses": ["10.0.0.1", "10.0.0.3"], "model": {"name": "vgg16", "buckets": [[1000, 0.1, 0.2]]}},
-            {"index": 1, "name": "bert", "workers": 2, "iterations": 4, "hosts": ["h2", "h4"],
-             "addresses": ["10.0.0.2", "10.0.0.4"], "model": {"name": "bert_large", "buckets": [[1000, 0.1, 0.2]]}}]
+    layout = FabricLayout.from_spec(FabricSpec(spines=1, leaves=2, hosts_per_leaf=2))
+    spec = vars(layout.spec)
+    jobs = [JobSpec(0, "vgg", ModelProfile("vgg16", "", 0, (Bucket(0, 1000, 0.1, 0.2),)), 2, 4, hosts=("h1", "h3"),
+                    addresses=("10.0.0.1", "10.0.0.3")),
+            JobSpec(1, "bert", ModelProfile("bert_large", "", 0, (Bucket(0, 1000, 0.1, 0.2),)), 2, 4,
+                    hosts=("h2", "h4"), addresses=("10.0.0.2", "10.0.0.4"))]
     config = {"run_id": os.path.basename(run_dir), "scheduler": scheduler, "scheduler_params": {}, "seed": seed,
               "scenario": {"name": "default"}, "fabric": spec, "poll_interval_s": 0.1}
     with open(os.path.join(run_dir, "config.json"), "w") as f:
         json.dump(config, f)
     with open(os.path.join(run_dir, "controller.json"), "w") as f:
-        json.dump({"layout": {"spec": spec, "hosts": hosts}, "jobs": jobs, "scheduler": scheduler}, f)
+        f.write(ControllerConfig(layout=layout, jobs=jobs, scheduler=scheduler, out_dir=run_dir, events_socket="",
+                                 control_socket="", monitor_socket="").to_json())
     slow = 1.2 if scheduler == "ecmp" else 1.0
     with open(os.path.join(run_dir, "flow_stats.csv"), "w") as f:
         f.write("time,dpid,job,bucket,rank,reverse,packets,bytes\n")
@@ -460,3 +464,18 @@ def test_leaf_uplink_by_class_on_synthetic_run(tmp_path):
     assert tr.by_class[7].sum() * 0.1 == pytest.approx(0.95, abs=1e-6)
     assert tr.by_class[3].sum() * 0.1 == pytest.approx(1.5, abs=1e-6)
     assert tr.ports is not None and tr.ports.mean() == pytest.approx(2.08)
+
+
+def test_reanalyse_redoes_the_reconstruction_and_keeps_the_rest(tmp_path):
+    from scripts import reanalyse
+    run = tmp_path / "sw" / "crux__default__s1"
+    make_run(run, "crux", 1)
+    before = json.loads((run / "summary.json").read_text())
+    assert reanalyse.main([str(tmp_path / "sw")]) == 0
+    after = json.loads((run / "summary.json").read_text())
+    # The run's own fields were written before config.flags existed: it stays what it was, schema version 1.
+    assert after["schema_version"] == 1 and "reanalysed_at" in after["reconstruction"]
+    assert after["cluster"]["gpu_utilization"] == before["cluster"]["gpu_utilization"]
+    assert after["fidelity"] == before["fidelity"] and after["config"] == before["config"]
+    assert set(after["reconstruction"]["jobs"]) == {"vgg", "bert"}
+    assert reanalyse.main([str(tmp_path / "empty")]) == 2

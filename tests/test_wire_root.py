@@ -13,6 +13,7 @@ from core.fabric import FabricLayout, FabricSpec, FabricView
 from core.model import Bucket, JobSpec, ModelProfile
 from core.ring import ring_time_s
 from testbed.fabric import Testbed
+from testbed.results import RunFolder
 
 pytestmark = pytest.mark.root
 
@@ -72,7 +73,7 @@ def test_allreduce_runs_at_the_shaped_link_rate(tmp_path):
     job = JobSpec(0, "ring", model, 4, 3, semantics="wait_all", hosts=tuple(h.name for h in hosts),
                   addresses=tuple(h.ip for h in hosts))
     with Testbed(spec, str(tmp_path), scheduler="ecmp", jobs=[job]) as tb:
-        res = experiment.run_jobs(tb, [job], str(tmp_path), seed=1, time_limit_s=120, progress=False)
+        res = experiment.run_jobs(tb, [job], RunFolder(str(tmp_path)), seed=1, time_limit_s=120, progress=False)
     assert not res["workload_failed"], res
     n = job.workers
     analytic = ring_time_s(size, n, spec.host_rate_mbps * 1e6)

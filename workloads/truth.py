@@ -105,6 +105,22 @@ def summarize_rank(log: WorkerLog) -> dict:
     }
 
 
+def _durations_by_iteration(logs: Sequence[WorkerLog]) -> Dict[int, List[float]]:
+    """Iteration k -> its duration on every rank, for the iterations every logged rank completed."""
+    per_iter: Dict[int, List[float]] = defaultdict(list)
+    for lg in logs:
+        for rec in lg.iterations:
+            per_iter[int(rec["iteration"])].append(rec["end"] - rec["start"])
+    return {k: v for k, v in per_iter.items() if len(v) == len(logs)}
+
+
+def iteration_durations(logs: Sequence[WorkerLog]) -> List[float]:
+    """A job's iteration times: per iteration that all its logged ranks completed, the slowest rank's duration
+    (the job moves at the pace of its slowest GPU), in iteration order."""
+    per_iter = _durations_by_iteration(logs)
+    return [max(per_iter[k]) for k in sorted(per_iter)]
+
+
 def summarize_job(log_paths: Sequence[str], warmup: int = 0) -> dict:
     """The job summary from the logs of its ranks (see the module docstring for the definitions)."""
     logs = sorted((read_log(p) for p in log_paths), key=lambda lg: lg.rank)
@@ -113,12 +129,8 @@ def summarize_job(log_paths: Sequence[str], warmup: int = 0) -> dict:
     header = logs[0].header
     ranks = [summarize_rank(lg) for lg in logs]
 
-    # Iteration k's duration on every rank that completed it.
-    per_iter: Dict[int, List[float]] = defaultdict(list)
-    for lg in logs:
-        for rec in lg.iterations:
-            per_iter[int(rec["iteration"])].append(rec["end"] - rec["start"])
-    complete = sorted(k for k, v in per_iter.items() if len(v) == len(logs))
+    per_iter = _durations_by_iteration(logs)
+    complete = sorted(per_iter)
     kept = [k for k in complete if k >= warmup]
     it_max = [max(per_iter[k]) for k in kept]
     it_mean = [float(np.mean(per_iter[k])) for k in kept]
