@@ -1,7 +1,8 @@
 """The controller's configuration: what the runner hands to the controller processes, typed.
 
 The runner (testbed/fabric.py) builds a ``ControllerConfig`` and writes it as JSON into the run folder; each
-controller process (controller/app.py) reads it back. Defaults that several layers share live here once.
+controller app (controller/scheduler_app.py, controller/monitor_app.py) reads it back. Defaults that several
+layers share live here once.
 """
 from __future__ import annotations
 

@@ -278,7 +278,7 @@ class Testbed:
             f.write(self.controller_config().to_json())
         for role in ("scheduler", "monitor"):
             self.of_ports[role] = port = free_tcp_port()
-            env = dict(os.environ, FLUX_CONTROLLER_CONFIG=os.path.abspath(cfg_path), FLUX_CONTROLLER_ROLE=role,
+            env = dict(os.environ, FLUX_CONTROLLER_CONFIG=os.path.abspath(cfg_path),
                        PYTHONPATH=PROJECT_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
             log_name = "controller.log" if role == "scheduler" else "monitor.log"
             log = open(os.path.join(self.out_dir, log_name), "w")
@@ -294,7 +294,7 @@ class Testbed:
                 if n:
                     os.nice(n)
             proc = subprocess.Popen(
-                [sys.executable, "-m", "controller.launcher", "--ofp-tcp-listen-port", str(port)],
+                [sys.executable, "-m", "controller.launcher", "--role", role, "--ofp-tcp-listen-port", str(port)],
                 cwd=PROJECT_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=preexec)
             log.close()

@@ -124,6 +124,18 @@ class EventReceiver:
             except (ValueError, KeyError, TypeError):
                 self.invalid += 1
 
+    def recv_batch(self, limit: int = 1000) -> List[ReceivedEvent]:
+        """Wait for the next event, then take every one already queued (events come in bursts), up to
+        ``limit``; all are stamped with the time the first was received."""
+        first = self.recv()
+        batch = [first]
+        while len(batch) < limit:
+            item = self.recv(0.0)
+            if item is None:
+                break
+            batch.append(ReceivedEvent(item.event, first.received_at))
+        return batch
+
     def drain(self, timeout: float = 0.0) -> List[ReceivedEvent]:
         """Every event that arrives until none has come for ``timeout`` seconds."""
         out = []

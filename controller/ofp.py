@@ -1,0 +1,57 @@
+"""Plain rules (controller/rules.py) to OpenFlow 1.3 messages, and the messages both apps send."""
+from __future__ import annotations
+
+from controller.rules import FLOW_COOKIE, Rule, SelectGroup
+
+
+def flow_mod(dp, rule: Rule, command: int):
+    parser, ofp = dp.ofproto_parser, dp.ofproto
+    actions = []
+    for kind, value in rule.actions:
+        if kind == "dscp":
+            actions.append(parser.OFPActionSetField(ip_dscp=value))
+        elif kind == "output":
+            actions.append(parser.OFPActionOutput(value))
+        elif kind == "group":
+            actions.append(parser.OFPActionGroup(value))
+        else:
+            raise ValueError(f"unknown action {kind!r}")
+    instructions = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)] if actions else []
+    if rule.goto_table is not None:
+        instructions.append(parser.OFPInstructionGotoTable(rule.goto_table))
+    return parser.OFPFlowMod(dp, table_id=rule.table, priority=rule.priority, match=parser.OFPMatch(**dict(rule.match)),
+                             cookie=rule.cookie, command=command, instructions=instructions)
+
+
+def select_group_add(dp, group: SelectGroup):
+    parser, ofp = dp.ofproto_parser, dp.ofproto
+    buckets = [parser.OFPBucket(weight=1, watch_port=ofp.OFPP_ANY, watch_group=ofp.OFPG_ANY,
+                                actions=[parser.OFPActionOutput(p)]) for p in group.ports]
+    return parser.OFPGroupMod(dp, command=ofp.OFPGC_ADD, type_=ofp.OFPGT_SELECT, group_id=group.group_id,
+                              buckets=buckets)
+
+
+def clear_switch(dp):
+    """Delete every flow and group: a restarted controller must not inherit stale rules."""
+    parser, ofp = dp.ofproto_parser, dp.ofproto
+    return [parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL, out_port=ofp.OFPP_ANY,
+                              out_group=ofp.OFPG_ANY),
+            parser.OFPGroupMod(dp, command=ofp.OFPGC_DELETE, group_id=ofp.OFPG_ALL)]
+
+
+def barrier(dp):
+    """A barrier request with its xid already set (the reply carries the same xid)."""
+    req = dp.ofproto_parser.OFPBarrierRequest(dp)
+    dp.set_xid(req)
+    return req
+
+
+def port_stats_request(dp):
+    return dp.ofproto_parser.OFPPortStatsRequest(dp, 0, dp.ofproto.OFPP_ANY)
+
+
+def flow_stats_request(dp):
+    """Counters of the per-flow scheduling rules only (selected by their cookie)."""
+    parser, ofp = dp.ofproto_parser, dp.ofproto
+    return parser.OFPFlowStatsRequest(dp, 0, 0, ofp.OFPP_ANY, ofp.OFPG_ANY, FLOW_COOKIE, FLOW_COOKIE,
+                                      parser.OFPMatch())

@@ -1,0 +1,259 @@
+"""The scheduler app (Ryu, OpenFlow 1.3): forwarding rules, the per-flow scheduling stage, events and decisions.
+
+It stays thin around a pure scheduler (controller/schedulers): events and timers go in, ``decide()`` comes out,
+controller/rules.py turns decisions into rules, and only the ingress rules whose decision changed are rewritten.
+Forwarding is proactive, from the fabric layout the runner hands over (no discovery, no packet-ins). Per-flow
+rules exist under every scheduler (ECMP included, where they do what the default rule would) so that flow
+counters, and therefore the reconstruction of GPU idle time, are the same for every policy.
+
+Channels: workers' operation events arrive as JSON datagrams on a Unix socket (a filesystem path reachable from
+every namespace, so events never cross the data-plane queues); the runner talks to the app through a second
+Unix socket (status, pinning a flow to a class, statistics). Every change is a batch confirmed by barriers
+(controller/batches.py); "reaction latency" is trigger (event received / timer) -> last barrier reply.
+
+Counter polling is another process's job (controller/monitor_app.py), so that parsing large stats replies never
+delays a reaction. Outputs in the run directory (results/README.md): events.csv, reactions.csv, decisions.csv,
+controller_stats.json.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import statistics
+import time
+from typing import Dict, Tuple
+
+from ryu.base import app_manager
+from ryu.controller import ofp_event
+from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from ryu.lib import hub
+from ryu.ofproto import ofproto_v1_3
+
+from controller import ofp
+from controller.batches import Batch, ChangeBatches
+from controller.channels import ControlServer, Csv, guarded, load_config, write_stats
+from controller.rules import PIN_COOKIE, RuleCompiler, changed_decisions, flow_cookie
+from controller.schedulers.registry import make_scheduler
+from core.model import Decision, FlowKey
+from core.stats import percentile
+from workloads.events import EventReceiver
+
+LOG = logging.getLogger("flux.controller")
+
+
+class SchedulerApp(app_manager.RyuApp):
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        cfg = load_config()
+        self.layout = cfg.layout
+        self.rules = RuleCompiler(cfg.layout)
+        self.scheduler = make_scheduler(cfg.scheduler, cfg.layout.view(), list(cfg.jobs), cfg.scheduler_params)
+        self.out = cfg.out_dir
+        # Every data flow of every job: flow -> (job, bucket, rank).
+        self.flows: Dict[FlowKey, Tuple[int, int, int]] = {
+            job.flow(r, b): (job.index, b, r)
+            for job in cfg.jobs for b in range(len(job.model.buckets)) for r in range(job.workers)}
+        self.installed: Dict[FlowKey, Decision] = {}
+        self.pins: Dict[FlowKey, Decision] = {}
+        self.datapaths: Dict[int, object] = {}
+        self.ready: set = set()
+        self.batches = ChangeBatches()
+        self.stats = {"events": 0, "event_latency_s": [], "flowmods": 0, "reactions": [], "decide_calls": 0,
+                      "started_at": time.time()}
+
+        self.event_csv = Csv(os.path.join(self.out, "events.csv"),
+                             ["sent", "received", "kind", "job", "rank", "iteration", "bucket", "bytes_done"])
+        self.reaction_csv = Csv(os.path.join(self.out, "reactions.csv"),
+                                ["time", "trigger", "flowmods", "latency_s", "decide_and_send_s"])
+        self.decision_csv = Csv(os.path.join(self.out, "decisions.csv"),
+                                ["time", "job", "bucket", "rank", "priority_class", "spine"])
+        self.event_receiver = EventReceiver(cfg.events_socket)  # (RyuApp uses self.events)
+        self.control = ControlServer(cfg.control_socket, {"status": self._status, "pin": self._pin,
+                                                          "stats": lambda req, addr: {"ok": True, **self._summary()}})
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        for loop in (self._worker_event_loop, self.control.serve_forever, self._periodic_decide_loop,
+                     self._stats_file_loop):
+            hub.spawn(guarded, loop)
+        LOG.info("scheduler %s, %d jobs, %d flows", self.scheduler.name, len(cfg.jobs), len(self.flows))
+
+    def _on_sigterm(self, signum, frame):
+        write_stats(os.path.join(self.out, "controller_stats.json"), self._summary())
+        os._exit(0)
+
+    # ------------------------------------------------------------------------------------------ switch setup
+    @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
+    def _state_change(self, ev):
+        dp = ev.datapath
+        if ev.state == MAIN_DISPATCHER:
+            self.datapaths[dp.id] = dp
+        elif ev.state == DEAD_DISPATCHER and dp.id in self.datapaths:
+            del self.datapaths[dp.id]
+            self.ready.discard(dp.id)
+
+    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+    def _switch_features(self, ev):
+        dp = ev.msg.datapath
+        if dp.id not in self.rules.leaf_dpids and dp.id not in self.rules.spine_dpids:
+            LOG.warning("switch %016x is not part of the fabric; ignoring it", dp.id)
+            return
+        for msg in ofp.clear_switch(dp):
+            dp.send_msg(msg)
+        add = dp.ofproto.OFPFC_ADD
+        if dp.id in self.rules.spine_dpids:
+            rules = self.rules.spine_rules(dp.id)
+        else:
+            dp.send_msg(ofp.select_group_add(dp, self.rules.leaf_group(dp.id)))
+            rules = self.rules.leaf_rules(dp.id)
+            wanted = self._wanted(time.time())
+            for flow, (job, bucket, rank) in self.flows.items():
+                decision = wanted.get(flow, Decision())
+                rules += self.rules.flow_rules(flow, decision, flow_cookie(job, bucket, rank, False),
+                                               flow_cookie(job, bucket, rank, True), at_dpid=dp.id)
+                self.installed[flow] = decision
+            for flow, decision in self.pins.items():
+                rules += self.rules.flow_rules(flow, decision, PIN_COOKIE, PIN_COOKIE, at_dpid=dp.id)
+        for rule in rules:
+            dp.send_msg(ofp.flow_mod(dp, rule, add))
+        self._confirm(self.batches.open("setup", time.time()), [dp])
+
+    # ------------------------------------------------------------------------------------------- decisions
+    def _wanted(self, now: float) -> Dict[FlowKey, Decision]:
+        self.stats["decide_calls"] += 1
+        try:
+            return self.scheduler.decide(now)
+        except Exception:
+            LOG.exception("scheduler %s failed to decide; keeping the installed rules", self.scheduler.name)
+            return dict(self.installed)
+
+    def _reconcile(self, trigger: str, t0: float) -> None:
+        if not self.ready:
+            return
+        changed = changed_decisions(self.flows, self.installed, self._wanted(time.time()))
+        if not changed:
+            return
+        touched, mods, rows, now = {}, 0, [], time.time()
+        for flow, d in changed.items():
+            job, bucket, rank = self.flows[flow]
+            dpid = self.rules.ingress_dpid(flow.src_ip)
+            dp = self.datapaths.get(dpid)
+            if dp is not None and dpid in self.ready:
+                try:
+                    rules = self.rules.flow_rules(flow, d, flow_cookie(job, bucket, rank, False), reverse=False)
+                except ValueError as exc:  # a policy bug: keep the flow as it is and say so
+                    LOG.error("%s", exc)
+                    continue
+                for rule in rules:
+                    dp.send_msg(ofp.flow_mod(dp, rule, dp.ofproto.OFPFC_MODIFY_STRICT))
+                touched[dpid] = dp
+                mods += len(rules)
+            self.installed[flow] = d
+            rows.append([f"{now:.6f}", job, bucket, rank, d.priority_class, "" if d.spine is None else d.spine])
+        self.decision_csv.write_many(rows)
+        self.stats["flowmods"] += mods
+        batch = self.batches.open(trigger, t0, mods)
+        batch.sent_at = time.time()
+        self._confirm(batch, touched.values())
+
+    def _confirm(self, batch: Batch, datapaths) -> None:
+        for dp in datapaths:
+            req = ofp.barrier(dp)
+            self.batches.expect(batch, dp.id, req.xid)
+            dp.send_msg(req)
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def _barrier_reply(self, ev):
+        found = self.batches.on_reply(ev.msg.datapath.id, ev.msg.xid)
+        if found is None:
+            return
+        batch, complete = found
+        if batch.trigger == "setup":
+            self.ready.add(ev.msg.datapath.id)
+            LOG.info("switch %016x ready (%d/%d)", ev.msg.datapath.id, len(self.ready), len(self.rules.dpids))
+            return
+        if not complete:
+            return
+        latency = time.time() - batch.t0
+        self.stats["reactions"].append(latency)
+        self.reaction_csv.write([f"{time.time():.6f}", batch.trigger, batch.flowmods, f"{latency:.6f}",
+                                 "" if batch.sent_at is None else f"{batch.sent_at - batch.t0:.6f}"])
+        if batch.reply_to:
+            self.control.reply(batch.reply_to, {"ok": True, "latency_s": latency, "flowmods": batch.flowmods})
+
+    # ------------------------------------------------------------------------------------------------ loops
+    def _worker_event_loop(self):
+        while True:
+            batch = self.event_receiver.recv_batch()
+            rows, trigger = [], False
+            for item in batch:
+                ev, received = item.event, item.received_at
+                self.stats["events"] += 1
+                self.stats["event_latency_s"].append(received - ev.time)
+                rows.append([f"{ev.time:.6f}", f"{received:.6f}", ev.kind, ev.job, ev.rank, ev.iteration,
+                             ev.bucket, ev.bytes_done])
+                self.scheduler.on_event(ev, received)
+                trigger = trigger or ev.kind in self.scheduler.reconcile_on
+            self.event_csv.write_many(rows)
+            if trigger:
+                self._reconcile("event", batch[0].received_at)
+
+    def _periodic_decide_loop(self):
+        period = getattr(self.scheduler, "period_s", None)
+        if not period:
+            return
+        while True:
+            hub.sleep(period)
+            self._reconcile("periodic", time.time())
+
+    def _stats_file_loop(self):
+        while True:
+            hub.sleep(1.0)
+            write_stats(os.path.join(self.out, "controller_stats.json"), self._summary())
+
+    # ------------------------------------------------------------------------------------------ the runner
+    def _status(self, req: dict, addr) -> dict:
+        return {"ok": True, "connected": len(self.datapaths), "ready": len(self.ready),
+                "expected": len(self.rules.dpids), "scheduler": self.scheduler.name}
+
+    def _pin(self, req: dict, addr) -> None:
+        """Give one flow (both directions) a fixed class and path, confirmed by barrier before answering."""
+        t0 = time.time()
+        src, dst, sport, dport = req["flow"][:4]
+        flow = FlowKey(src, dst, int(sport), int(dport))
+        decision = Decision(int(req.get("class", 0)), req.get("spine"))
+        first = flow not in self.pins
+        self.pins[flow] = decision
+        touched, mods = [], 0
+        for dpid in {self.rules.ingress_dpid(flow.src_ip), self.rules.ingress_dpid(flow.dst_ip)}:
+            dp = self.datapaths.get(dpid)
+            if dp is None:
+                continue
+            command = dp.ofproto.OFPFC_ADD if first else dp.ofproto.OFPFC_MODIFY_STRICT
+            for rule in self.rules.flow_rules(flow, decision, PIN_COOKIE, PIN_COOKIE, at_dpid=dpid):
+                dp.send_msg(ofp.flow_mod(dp, rule, command))
+                mods += 1
+            touched.append(dp)
+        self.stats["flowmods"] += mods
+        self._confirm(self.batches.open("pin", t0, mods, reply_to=addr), touched)
+
+    def _summary(self) -> dict:
+        lat, react = self.stats["event_latency_s"], self.stats["reactions"]
+        elapsed = max(time.time() - self.stats["started_at"], 1e-9)
+        return {
+            "scheduler": self.scheduler.name,
+            "scheduler_params": self.scheduler.params,
+            "events_received": self.stats["events"],
+            "event_latency_ms_median": None if not lat else 1e3 * statistics.median(lat),
+            "event_latency_ms_p99": None if not lat else 1e3 * percentile(lat, 99),
+            "flowmods": self.stats["flowmods"],
+            "flowmods_per_s": self.stats["flowmods"] / elapsed,
+            "reactions": len(react),
+            "reaction_latency_ms_median": None if not react else 1e3 * statistics.median(react),
+            "reaction_latency_ms_p99": None if not react else 1e3 * percentile(react, 99),
+            "decide_calls": self.stats["decide_calls"],
+            "class_changes": getattr(self.scheduler, "changes", None),
+            "switches_ready": len(self.ready),
+            "elapsed_s": elapsed,
+        }

@@ -1,0 +1,87 @@
+"""The controller's pure parts: the rule compiler (decisions to rules), the decision diff and the change batches
+confirmed by barriers. No root, no switch."""
+import pytest
+
+from controller.batches import ChangeBatches
+from controller.rules import (
+    ACK_CLASS,
+    FLOW_COOKIE,
+    PRIO_FLOW,
+    SELECT_GROUP,
+    RuleCompiler,
+    changed_decisions,
+    decode_cookie,
+    flow_cookie,
+)
+from core.classes import class_to_dscp
+from core.fabric import FabricLayout, FabricSpec, leaf_dpid, spine_dpid
+from core.model import Decision, FlowKey
+
+LAYOUT = FabricLayout.from_spec(FabricSpec(spines=2, leaves=2, hosts_per_leaf=2))
+RULES = RuleCompiler(LAYOUT)
+CROSS = FlowKey("10.0.0.1", "10.0.0.3", 20001, 10000)   # h1 (leaf 1) -> h3 (leaf 2)
+LOCAL = FlowKey("10.0.0.1", "10.0.0.2", 20002, 10000)   # h1 -> h2, both on leaf 1
+
+
+def test_cookies_round_trip():
+    for job, bucket, rank, reverse in [(0, 0, 0, False), (63, 63, 127, True), (5, 1, 3, True)]:
+        cookie = flow_cookie(job, bucket, rank, reverse)
+        assert cookie & FLOW_COOKIE and decode_cookie(cookie) == (job, bucket, rank, int(reverse))
+    assert decode_cookie(12345) is None
+
+
+def test_spines_send_every_host_address_towards_its_leaf():
+    rules = RULES.spine_rules(spine_dpid(1))
+    out = {dict(r.match)["ipv4_dst"]: r.actions for r in rules}
+    assert out == {h.ip: (("output", h.leaf),) for h in LAYOUT.hosts}
+
+
+def test_leaves_mark_host_traffic_class_0_and_hash_remote_destinations():
+    dpid = leaf_dpid(1)
+    rules = RULES.leaf_rules(dpid)
+    from_hosts = [r for r in rules if dict(r.match).get("in_port") in (1, 2)]
+    assert all(r.actions == (("dscp", 0),) and r.goto_table == 1 for r in from_hosts)
+    table1 = {dict(r.match)["ipv4_dst"]: r.actions for r in rules if r.table == 1}
+    assert table1["10.0.0.2"] == (("output", 2),)                 # local host: its port
+    assert table1["10.0.0.3"] == (("group", SELECT_GROUP),)       # remote: ECMP over the spines
+    assert RULES.leaf_group(dpid).ports == (3, 4)
+
+
+def test_a_decision_becomes_one_rule_at_the_ingress_leaf_and_its_acks_ride_the_top_class():
+    rules = RULES.flow_rules(CROSS, Decision(5, 1), cookie=11, reverse_cookie=12)
+    forward, ack = rules
+    assert forward.dpid == leaf_dpid(1) and forward.priority == PRIO_FLOW and forward.cookie == 11
+    assert forward.actions == (("dscp", class_to_dscp(5)), ("output", LAYOUT.uplink_port_of_spine_index(1)))
+    assert forward.goto_table is None
+    assert ack.dpid == leaf_dpid(2) and ack.cookie == 12
+    assert ack.actions == (("dscp", class_to_dscp(ACK_CLASS)),) and ack.goto_table == 1
+    assert dict(ack.match)["ipv4_src"] == CROSS.dst_ip and dict(ack.match)["tcp_dst"] == CROSS.src_port
+    # Only the forward rule changes later; a spine does not apply inside a leaf.
+    assert len(RULES.flow_rules(CROSS, Decision(2), 11, reverse=False)) == 1
+    (local,) = RULES.flow_rules(LOCAL, Decision(3, 0), 13, reverse=False)
+    assert local.actions == (("dscp", class_to_dscp(3)),) and local.goto_table == 1
+    assert [r.dpid for r in RULES.flow_rules(CROSS, Decision(), 1, 2, at_dpid=leaf_dpid(2))] == [leaf_dpid(2)]
+
+
+def test_a_spine_outside_the_fabric_is_refused_not_wrapped():
+    with pytest.raises(ValueError, match="spine 2 outside 0..1"):
+        RULES.flow_rules(CROSS, Decision(1, 2), 1)
+
+
+def test_only_changed_decisions_are_rewritten():
+    a, b = Decision(3), Decision(3)
+    installed = {CROSS: a, LOCAL: Decision()}
+    assert changed_decisions([CROSS, LOCAL], installed, {CROSS: b}) == {}          # equal, and LOCAL unnamed
+    assert changed_decisions([CROSS, LOCAL], installed, {CROSS: Decision(4)}) == {CROSS: Decision(4)}
+    assert changed_decisions([CROSS], {}, {}) == {CROSS: Decision()}                # never installed
+
+
+def test_a_batch_completes_when_every_touched_switch_has_answered():
+    batches = ChangeBatches()
+    batch = batches.open("event", t0=1.0, flowmods=3)
+    batches.expect(batch, 0x201, 7)
+    batches.expect(batch, 0x202, 8)
+    assert batches.on_reply(0x201, 99) is None                  # not ours
+    assert batches.on_reply(0x201, 7) == (batch, False)
+    assert batches.on_reply(0x202, 8) == (batch, True)
+    assert len(batches) == 0 and batches.on_reply(0x202, 8) is None
