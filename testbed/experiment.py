@@ -52,6 +52,10 @@ class _LogTail:
 
 def run_jobs(tb, jobs: Sequence[JobSpec], folder: RunFolder, seed: int, time_limit_s: float,
              progress: bool = True) -> dict:
+    """Run the jobs' workers to the end (or the time limit, or a controller failure) and summarise their logs.
+
+    The controllers are checked on every round (twice a second): a run whose scheduler died would otherwise go
+    on with its last rules and report figures that are not the scheduler's."""
     from workloads import truth
 
     # Connecting all rings takes a moment; every job's iteration 0 starts at a common origin plus its offset.
@@ -82,6 +86,7 @@ def run_jobs(tb, jobs: Sequence[JobSpec], folder: RunFolder, seed: int, time_lim
     started = time.time()
     failed = []
     timed_out = False
+    controller_failure: List[str] = []
     try:
         while True:
             running = [x for x in procs if x[2].poll() is None]
@@ -93,6 +98,10 @@ def run_jobs(tb, jobs: Sequence[JobSpec], folder: RunFolder, seed: int, time_lim
             if time.time() - started > time_limit_s:
                 timed_out = True
                 LOG.error("time limit of %.0f s reached; stopping the workers", time_limit_s)
+                break
+            controller_failure = tb.controller_problems()
+            if controller_failure:
+                LOG.error("%s; stopping the workers", "; ".join(controller_failure))
                 break
             time.sleep(0.5)
     finally:
@@ -124,7 +133,8 @@ def run_jobs(tb, jobs: Sequence[JobSpec], folder: RunFolder, seed: int, time_lim
     cluster = {"gpu_utilization": truth.cluster_utilization(valid) if valid else None,
                "gpus": sum(j.workers for j in jobs)}
     return {"jobs": job_summaries, "cluster": cluster, "workload_wall_s": wall,
-            "workload_failed": bool(failed) or timed_out, "workers_failed": failed, "timed_out": timed_out}
+            "workload_failed": bool(failed) or timed_out or bool(controller_failure), "workers_failed": failed,
+            "timed_out": timed_out, "controller_failure": controller_failure}
 
 
 def configured_port_rates(tb) -> Dict[tuple, float]:
@@ -239,7 +249,7 @@ def fidelity(folder: RunFolder, tb, cpu0, cpu1, wall_s: float, tcp0=None, tcp1=N
 
 def print_summary(summary: RunSummary, out: str) -> None:
     print()
-    status = "OK" if summary.ok else "FAILED"
+    status = "FAILED" if not summary.ok else "COMPLETED, NOT FAITHFUL" if summary.faithful is False else "OK"
     print(f"run {summary.run_id}: {status}" + (f" ({summary.error})" if summary.error else ""))
     if summary.jobs:
         print(f"  {'job':<12} {'model':<12} {'workers':>7} {'iters':>5} {'iter mean s':>11} {'GPU util':>8} "

@@ -359,18 +359,39 @@ class Testbed:
         return reply
 
     def controller_stats(self) -> dict:
-        """The scheduler's statistics, with the monitor's polling figures under ``monitor``."""
-        out = {}
+        """The scheduler's statistics, with the monitor's polling figures under ``monitor``. A controller that
+        does not answer is named under ``errors``: its figures are missing, and the run is not what it claims."""
+        out: dict = {}
         for role in ("scheduler", "monitor"):
             try:
                 reply = self.request({"op": "stats"}, role=role)
             except (socket.timeout, OSError, KeyError):
+                out.setdefault("errors", []).append(f"the {role} controller did not answer for its statistics")
                 continue
             if role == "scheduler":
                 out.update(reply)
             else:
                 out["monitor"] = {k: reply.get(k) for k in ("poll_interval_s", "poll_rounds", "elapsed_s")}
         return out
+
+    def controller_problems(self, timeout_s: float = 0.4) -> List[str]:
+        """What is wrong with the controllers now: a process that exited, one that does not answer, or one that
+        lost a switch's OpenFlow connection. Empty when both are well (checked in well under a second)."""
+        problems = []
+        for role, proc in self.controllers.items():
+            log = "controller.log" if role == "scheduler" else "monitor.log"
+            if proc.poll() is not None:
+                problems.append(f"the {role} controller exited (code {proc.returncode}); see {log}")
+                continue
+            try:
+                status = self.request({"op": "status"}, timeout=timeout_s, role=role)
+            except (socket.timeout, OSError, KeyError, ValueError):
+                problems.append(f"the {role} controller does not answer; see {log}")
+                continue
+            if status.get("connected") != status.get("expected"):
+                problems.append(f"the {role} controller lost switches ({status.get('connected')} of "
+                                f"{status.get('expected')} connected)")
+        return problems
 
     # -------------------------------------------------------------------------------------------- network
     def _build_network(self) -> None:

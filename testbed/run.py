@@ -8,8 +8,10 @@ all-pairs reachability, a priority check (two flows in different classes through
 scenario's training jobs (ring all-reduce over TCP), then the summary. Everything is torn down on every exit
 path (normal end, error, Ctrl-C, SIGTERM); after a SIGKILL the next run removes what was left.
 
-Writes results/<run-id>/ (see results/README.md). Exit codes: 0 success, 1 failed run, 2 bad input or
-environment (nothing is started then).
+Writes results/<run-id>/ (see results/README.md). Exit codes: 0 success; 1 failed run (workers failed, a
+controller died or lost its switches, time limit, or an error); 2 bad input or environment (nothing is started
+then); 3 the run completed but the emulation was not faithful (fidelity warnings: do not publish its figures);
+130 interrupted.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ from testbed import qos, state  # noqa: E402
 
 LOG = logging.getLogger("flux.run")
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNFAITHFUL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 # One path component that is not "." or "..": a run id names a folder under results/.
 SAFE_RUN_ID = re.compile(r"(?!\.\.?$)[A-Za-z0-9._+-]{1,128}")
 
@@ -67,7 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one multi-tenant training experiment on an emulated leaf-spine fabric under one "
                     "scheduler, and write results/<run-id>/ (summary.json, counter time series, worker logs).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        epilog="Example: sudo python testbed/run.py --scheduler flux --scenario workloads/scenarios/headline.yaml")
+        epilog="Exit codes: 0 ok; 1 failed run (workers, a controller, the time limit); 2 bad input; 3 completed "
+               "but not faithful (see the fidelity warnings); 130 interrupted. "
+               "Example: sudo python testbed/run.py --scheduler flux --scenario workloads/scenarios/headline.yaml")
     g = p.add_argument_group("experiment")
     g.add_argument("--scheduler", default="ecmp", metavar="NAME",
                    help="scheduling policy: ecmp, bytescheduler, crux or flux")
@@ -295,9 +299,24 @@ def run(args, resolved: dict) -> int:
             summary.extra.update(workload)
             cpu1, t1, tcp1 = ovs_cpu_seconds(), time.time(), experiment.tcp_counters(tb)
             summary.fidelity = experiment.fidelity(folder, tb, cpu0, cpu1, t1 - t0, tcp0, tcp1, summary.jobs)
+        # Whatever happened to the controllers anywhere in the run is said, and fails it: figures taken while the
+        # scheduler was dead are not the scheduler's.
+        problems = list(summary.extra.get("controller_failure") or []) + tb.controller_problems()
         summary.controller = tb.controller_stats()
-        summary.ok = not summary.extra.get("workload_failed", False)
-        code = EXIT_OK if summary.ok else EXIT_FAILED
+        problems += summary.controller.get("errors", [])
+        failures = problems + (["workers failed: " + ", ".join(summary.extra["workers_failed"])]
+                               if summary.extra.get("workers_failed") else [])
+        if summary.extra.get("timed_out"):
+            failures.append(f"time limit of {args.time_limit:g} s reached")
+        summary.ok = not failures
+        if failures:
+            summary.error = "; ".join(dict.fromkeys(failures))
+            code = EXIT_FAILED
+        elif summary.faithful is False:
+            # The run completed, but the emulator did not keep up: its figures are not the scheduler's either.
+            code = EXIT_UNFAITHFUL
+        else:
+            code = EXIT_OK
     except Interrupted as exc:
         LOG.error("interrupted (%s); tearing down", exc)
         summary.error = f"interrupted: {exc}"

@@ -160,3 +160,22 @@ def test_second_concurrent_run_is_refused(tmp_path):
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
     assert_clean()
+
+
+def test_a_dead_scheduler_fails_the_run_loudly(tmp_path):
+    """Killed mid-workload, the scheduler must not leave behind a run that reports 'OK' with figures that are not
+    its own: the runner notices within a second, stops, and says why (summary, stderr, exit code 1)."""
+    runner = Runner(SMALL + ["--out", str(tmp_path / "run")])
+    runner.wait_for("[3/4] workload")
+    time.sleep(1.0)
+    scheduler = next(p for p in state.load()["processes"] if p["role"] == "controller (scheduler)")
+    killed_at = time.time()
+    os.kill(scheduler["pid"], signal.SIGKILL)
+    runner.proc.wait(60)
+    runner.reader.join(5)
+    assert runner.proc.returncode == 1, runner.output
+    assert "the scheduler controller exited" in runner.output and "FAILED" in runner.output
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["ok"] is False and "the scheduler controller exited" in summary["error"]
+    assert summary["workload_wall_s"] < killed_at - summary["started_at"] + 10  # stopped, not run to its end
+    assert_clean()
