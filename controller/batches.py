@@ -19,7 +19,7 @@ class Batch:
     trigger: str            # "setup", "event", "periodic", "pin"
     t0: float               # when the trigger happened
     flowmods: int = 0
-    reply_to: object = None  # who asked (a pin request's address), answered when the batch is done
+    reply_to: object = None  # who asked (a pin request's address and id), answered when the batch is done
     sent_at: Optional[float] = None
     waiting: Set[Barrier] = field(default_factory=set)
 

@@ -55,27 +55,31 @@ class ControlServer:
         self.sock = bind_unix(path)
         self.handlers = handlers
 
-    def reply(self, addr, payload: dict) -> None:
+    def reply(self, requester, payload: dict) -> None:
+        """Answer ``requester`` (the (address, request id) a handler was given), echoing the request's id."""
+        addr, request_id = requester
         try:
-            self.sock.sendto(json.dumps(payload).encode(), addr)
+            self.sock.sendto(json.dumps(dict(payload, id=request_id)).encode(), addr)
         except OSError as exc:
             LOG.warning("cannot answer %s: %s", addr, exc)
 
     def serve_forever(self) -> None:
         while True:
             data, addr = self.sock.recvfrom(65536)
+            requester = (addr, None)
             try:
                 req = json.loads(data)
+                requester = (addr, req.get("id"))
                 handler = self.handlers.get(req.get("op"))
                 if handler is None:
-                    self.reply(addr, {"ok": False, "error": f"unknown op {req.get('op')!r}"})
+                    self.reply(requester, {"ok": False, "error": f"unknown op {req.get('op')!r}"})
                     continue
-                answer = handler(req, addr)
+                answer = handler(req, requester)
                 if answer is not None:
-                    self.reply(addr, answer)
+                    self.reply(requester, answer)
             except Exception as exc:  # a bad request must not kill the control loop
                 LOG.exception("control request failed")
-                self.reply(addr, {"ok": False, "error": str(exc)})
+                self.reply(requester, {"ok": False, "error": str(exc)})
 
 
 def write_stats(path: str, stats: dict) -> None:
@@ -85,9 +89,11 @@ def write_stats(path: str, stats: dict) -> None:
     os.replace(tmp, path)
 
 
-def guarded(loop: Callable[[], None]) -> None:
-    """Run a background loop; a dying loop must be visible in the log, not silent."""
+def guarded(loop: Callable[[], None], failed: List[str]) -> None:
+    """Run a background loop. A loop that dies is logged and added to ``failed``, which the app's status reports,
+    so that the runner fails the run: a controller whose event loop died would go on with frozen rules."""
     try:
         loop()
     except Exception:
         LOG.exception("controller loop %s failed", loop.__name__)
+        failed.append(loop.__name__)

@@ -8,64 +8,41 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import time
-from typing import Dict
 
-from ryu.base import app_manager
 from ryu.controller import ofp_event
-from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from ryu.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from ryu.lib import hub
-from ryu.ofproto import ofproto_v1_3
 
 from controller import ofp
 from controller.batches import ChangeBatches
-from controller.channels import ControlServer, Csv, guarded, load_config, write_stats
-from controller.rules import RuleCompiler, decode_cookie
+from controller.channels import ControlServer, Csv
+from controller.fabric_app import FabricApp
+from controller.rules import decode_cookie
 
 LOG = logging.getLogger("flux.controller")
 MAX_COUNTER = 2 ** 64 - 1  # ports being deleted report all ones
 
 
-class MonitorApp(app_manager.RyuApp):
-    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+class MonitorApp(FabricApp):
+    STATS_FILE = "monitor_stats.json"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        cfg = load_config()
-        self.rules = RuleCompiler(cfg.layout)
+        cfg = self.cfg
         self.poll_s = cfg.poll_interval_s
-        self.out = cfg.out_dir
-        self.datapaths: Dict[int, object] = {}
-        self.ready: set = set()
         self.batches = ChangeBatches()
-        self.stats = {"poll_rounds": 0, "started_at": time.time()}
+        self.poll_rounds = 0
         self.port_csv = Csv(os.path.join(self.out, "port_stats.csv"),
                             ["time", "dpid", "port", "rx_bytes", "tx_bytes", "rx_packets", "tx_packets",
                              "tx_dropped"])
         self.flow_csv = Csv(os.path.join(self.out, "flow_stats.csv"),
                             ["time", "dpid", "job", "bucket", "rank", "reverse", "packets", "bytes"])
         self.control = ControlServer(cfg.monitor_socket, {
-            "status": lambda req, addr: {"ok": True, "connected": len(self.datapaths), "ready": len(self.ready),
-                                         "expected": len(self.rules.dpids)},
-            "stats": lambda req, addr: {"ok": True, **self._summary()}})
-        signal.signal(signal.SIGTERM, self._on_sigterm)
-        for loop in (self._counter_poll_loop, self.control.serve_forever, self._stats_file_loop):
-            hub.spawn(guarded, loop)
+            "status": self.status, "stats": lambda req, requester: {"ok": True, **self.summary()}})
+        for loop in (self._counter_poll_loop, self.control.serve_forever, self.stats_file_loop):
+            self.spawn(loop)
         LOG.info("monitor: polling all flows and ports every %.3f s", self.poll_s)
-
-    def _on_sigterm(self, signum, frame):
-        write_stats(os.path.join(self.out, "monitor_stats.json"), self._summary())
-        os._exit(0)
-
-    @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
-    def _state_change(self, ev):
-        dp = ev.datapath
-        if ev.state == MAIN_DISPATCHER:
-            self.datapaths[dp.id] = dp
-        elif ev.state == DEAD_DISPATCHER and dp.id in self.datapaths:
-            del self.datapaths[dp.id]
-            self.ready.discard(dp.id)
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _switch_features(self, ev):
@@ -89,7 +66,7 @@ class MonitorApp(app_manager.RyuApp):
                 dp.send_msg(ofp.port_stats_request(dp))
                 if dpid in self.rules.leaf_dpids:  # per-flow rules live at the leaves
                     dp.send_msg(ofp.flow_stats_request(dp))
-            self.stats["poll_rounds"] += 1
+            self.poll_rounds += 1
             hub.sleep(max(0.0, self.poll_s - (time.time() - started)))
 
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
@@ -112,11 +89,6 @@ class MonitorApp(app_manager.RyuApp):
                 rows.append([now, dpid, *ids, s.packet_count, s.byte_count])
         self.flow_csv.write_many(rows)
 
-    def _stats_file_loop(self):
-        while True:
-            hub.sleep(1.0)
-            write_stats(os.path.join(self.out, "monitor_stats.json"), self._summary())
-
-    def _summary(self) -> dict:
-        return {"poll_interval_s": self.poll_s, "poll_rounds": self.stats["poll_rounds"],
-                "switches_ready": len(self.ready), "elapsed_s": time.time() - self.stats["started_at"]}
+    def summary(self) -> dict:
+        return {"poll_interval_s": self.poll_s, "poll_rounds": self.poll_rounds,
+                "switches_ready": len(self.ready), "elapsed_s": time.time() - self.started_at}

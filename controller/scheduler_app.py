@@ -19,21 +19,19 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import statistics
 import time
 from typing import Dict, Tuple
 
-from ryu.base import app_manager
 from ryu.controller import ofp_event
-from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from ryu.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from ryu.lib import hub
-from ryu.ofproto import ofproto_v1_3
 
 from controller import ofp
 from controller.batches import Batch, ChangeBatches
-from controller.channels import ControlServer, Csv, guarded, load_config, write_stats
-from controller.rules import PIN_COOKIE, RuleCompiler, changed_decisions, flow_cookie
+from controller.channels import ControlServer, Csv
+from controller.fabric_app import FabricApp
+from controller.rules import PIN_COOKIE, changed_decisions, flow_cookie
 from controller.schedulers.registry import make_scheduler
 from core.model import Decision, FlowKey
 from core.stats import percentile
@@ -42,27 +40,21 @@ from workloads.events import EventReceiver
 LOG = logging.getLogger("flux.controller")
 
 
-class SchedulerApp(app_manager.RyuApp):
-    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+class SchedulerApp(FabricApp):
+    STATS_FILE = "controller_stats.json"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        cfg = load_config()
-        self.layout = cfg.layout
-        self.rules = RuleCompiler(cfg.layout)
+        cfg = self.cfg
         self.scheduler = make_scheduler(cfg.scheduler, cfg.layout.view(), list(cfg.jobs), cfg.scheduler_params)
-        self.out = cfg.out_dir
         # Every data flow of every job: flow -> (job, bucket, rank).
         self.flows: Dict[FlowKey, Tuple[int, int, int]] = {
             job.flow(r, b): (job.index, b, r)
             for job in cfg.jobs for b in range(len(job.model.buckets)) for r in range(job.workers)}
         self.installed: Dict[FlowKey, Decision] = {}
         self.pins: Dict[FlowKey, Decision] = {}
-        self.datapaths: Dict[int, object] = {}
-        self.ready: set = set()
         self.batches = ChangeBatches()
-        self.stats = {"events": 0, "event_latency_s": [], "flowmods": 0, "reactions": [], "decide_calls": 0,
-                      "started_at": time.time()}
+        self.stats = {"events": 0, "event_latency_s": [], "flowmods": 0, "reactions": [], "decide_calls": 0}
 
         self.event_csv = Csv(os.path.join(self.out, "events.csv"),
                              ["sent", "received", "kind", "job", "rank", "iteration", "bucket", "bytes_done"])
@@ -71,27 +63,16 @@ class SchedulerApp(app_manager.RyuApp):
         self.decision_csv = Csv(os.path.join(self.out, "decisions.csv"),
                                 ["time", "job", "bucket", "rank", "priority_class", "spine"])
         self.event_receiver = EventReceiver(cfg.events_socket)  # (RyuApp uses self.events)
-        self.control = ControlServer(cfg.control_socket, {"status": self._status, "pin": self._pin,
-                                                          "stats": lambda req, addr: {"ok": True, **self._summary()}})
-        signal.signal(signal.SIGTERM, self._on_sigterm)
+        self.control = ControlServer(cfg.control_socket, {
+            "status": self._status, "pin": self._pin,
+            "stats": lambda req, requester: {"ok": True, **self.summary()}})
+        # Events and the periodic timer both reconcile; sending flow-mods can yield to the other green thread,
+        # which must not interleave an older decision with a newer one.
+        self._reconciling = hub.BoundedSemaphore(1)
         for loop in (self._worker_event_loop, self.control.serve_forever, self._periodic_decide_loop,
-                     self._stats_file_loop):
-            hub.spawn(guarded, loop)
+                     self.stats_file_loop):
+            self.spawn(loop)
         LOG.info("scheduler %s, %d jobs, %d flows", self.scheduler.name, len(cfg.jobs), len(self.flows))
-
-    def _on_sigterm(self, signum, frame):
-        write_stats(os.path.join(self.out, "controller_stats.json"), self._summary())
-        os._exit(0)
-
-    # ------------------------------------------------------------------------------------------ switch setup
-    @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
-    def _state_change(self, ev):
-        dp = ev.datapath
-        if ev.state == MAIN_DISPATCHER:
-            self.datapaths[dp.id] = dp
-        elif ev.state == DEAD_DISPATCHER and dp.id in self.datapaths:
-            del self.datapaths[dp.id]
-            self.ready.discard(dp.id)
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _switch_features(self, ev):
@@ -129,6 +110,10 @@ class SchedulerApp(app_manager.RyuApp):
             return dict(self.installed)
 
     def _reconcile(self, trigger: str, t0: float) -> None:
+        with self._reconciling:
+            self._reconcile_now(trigger, t0)
+
+    def _reconcile_now(self, trigger: str, t0: float) -> None:
         if not self.ready:
             return
         changed = changed_decisions(self.flows, self.installed, self._wanted(time.time()))
@@ -207,17 +192,11 @@ class SchedulerApp(app_manager.RyuApp):
             hub.sleep(period)
             self._reconcile("periodic", time.time())
 
-    def _stats_file_loop(self):
-        while True:
-            hub.sleep(1.0)
-            write_stats(os.path.join(self.out, "controller_stats.json"), self._summary())
-
     # ------------------------------------------------------------------------------------------ the runner
-    def _status(self, req: dict, addr) -> dict:
-        return {"ok": True, "connected": len(self.datapaths), "ready": len(self.ready),
-                "expected": len(self.rules.dpids), "scheduler": self.scheduler.name}
+    def _status(self, req: dict, requester) -> dict:
+        return dict(self.status(req, requester), scheduler=self.scheduler.name)
 
-    def _pin(self, req: dict, addr) -> None:
+    def _pin(self, req: dict, requester) -> None:
         """Give one flow (both directions) a fixed class and path, confirmed by barrier before answering."""
         t0 = time.time()
         src, dst, sport, dport = req["flow"][:4]
@@ -236,11 +215,11 @@ class SchedulerApp(app_manager.RyuApp):
                 mods += 1
             touched.append(dp)
         self.stats["flowmods"] += mods
-        self._confirm(self.batches.open("pin", t0, mods, reply_to=addr), touched)
+        self._confirm(self.batches.open("pin", t0, mods, reply_to=requester), touched)
 
-    def _summary(self) -> dict:
+    def summary(self) -> dict:
         lat, react = self.stats["event_latency_s"], self.stats["reactions"]
-        elapsed = max(time.time() - self.stats["started_at"], 1e-9)
+        elapsed = max(time.time() - self.started_at, 1e-9)
         return {
             "scheduler": self.scheduler.name,
             "scheduler_params": self.scheduler.params,

@@ -35,7 +35,8 @@ if PROJECT_DIR not in sys.path:
 from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
 
 if __name__ == "__main__":
-    ensure_env("bench_kills.py", needs_fabric=True)  # set up what is missing, continue in .venv
+    # Set up what is missing and continue in .venv (asking for --help needs no fabric).
+    ensure_env("bench_kills.py", needs_fabric=not ({"-h", "--help"} & set(sys.argv[1:])))
 
 RUN = [sys.executable, os.path.join(PROJECT_DIR, "testbed", "run.py")]
 SMOKE = os.path.join(PROJECT_DIR, "workloads", "scenarios", "smoke.yaml")
@@ -135,7 +136,9 @@ def main(argv=None) -> int:
         "trials_leaving_something": sum(1 for t in trials if t["left_behind"]),
         "hung": sum(1 for t in trials if t.get("hung")),
     }
+    summary["next_runs_failed"] = sum(1 for t in kills if t.get("next_run_exit_code") != 0)
     summary["ok"] = (summary["trials_leaving_something"] == 0 and summary["hung"] == 0
+                     and summary["processes_alive_after_sigkill"] == 0 and summary["next_runs_failed"] == 0
                      and all(t["exit_s"] < EXIT_TARGET_S for t in interrupts))
     print(json.dumps({"command": " ".join(sys.argv), "seed": args.seed, "summary": summary, "trials": trials},
                      indent=2))

@@ -25,7 +25,8 @@ if PROJECT_DIR not in sys.path:
 from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
 
 if __name__ == "__main__":
-    ensure_env("bench_reconstruction.py", needs_fabric=True)  # set up what is missing, continue in .venv
+    # Set up what is missing and continue in .venv (asking for --help needs no fabric).
+    ensure_env("bench_reconstruction.py", needs_fabric=not ({"-h", "--help"} & set(sys.argv[1:])))
 
 from testbed.results import RunFolder  # noqa: E402
 

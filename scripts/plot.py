@@ -84,10 +84,22 @@ class Results:
     axes: List[str]
     from_csv: bool = False
     notes: List[str] = field(default_factory=list)
+    include_unfaithful: bool = False
+
+    def usable(self, ok, faithful) -> bool:
+        """A run's figures are drawn when it succeeded and, unless asked otherwise, its emulation was faithful
+        (the runner exits with 3 for the others: their figures are not the scheduler's)."""
+        return truthy(ok) and (self.include_unfaithful or faithful not in (False, "False"))
 
     @property
     def ok_records(self) -> List[RunRecord]:
-        return [r for r in self.records if r.ok]
+        return [r for r in self.records if self.usable(r.ok, r.summary.faithful if r.summary else None)]
+
+    @property
+    def unfaithful_runs(self) -> List[str]:
+        if self.from_csv:
+            return unique(r["run_id"] for r in self.rows if truthy(r.get("ok")) and r.get("faithful") == "False")
+        return [r.id for r in self.records if r.ok and r.summary and r.summary.faithful is False]
 
 
 def truthy(value) -> bool:
@@ -147,18 +159,18 @@ def matches(params: dict, filters: Dict[str, set]) -> bool:
     return all(results.format_value(params.get(k)) in v or str(params.get(k, "")) in v for k, v in filters.items())
 
 
-def load_results(results_dir: str, filters: Dict[str, set]) -> Results:
+def load_results(results_dir: str, filters: Dict[str, set], include_unfaithful: bool = False) -> Results:
     records, axes = results.discover_runs(results_dir)
     csv_path = os.path.join(results_dir, results.SUMMARY_CSV)
     if records:
         records = [r for r in records if matches(r.params, filters)]
         rows = [row for r in records for row in results.summary_rows(r, axes)]
-        return Results(results_dir, records, rows, axes)
+        return Results(results_dir, records, rows, axes, include_unfaithful=include_unfaithful)
     if os.path.isfile(csv_path):
         # Only the table was kept (e.g. copied from the testbed machine): the per-run figures are skipped.
         rows, axes = results.read_summary_csv(csv_path)
         rows = [r for r in rows if matches(r, filters)]
-        return Results(results_dir, [], rows, axes, from_csv=True)
+        return Results(results_dir, [], rows, axes, from_csv=True, include_unfaithful=include_unfaithful)
     return Results(results_dir, [], [], [])
 
 
@@ -229,7 +241,8 @@ def save(fig, out_dir: str, name: str, formats: Sequence[str]) -> List[str]:
 
 # ------------------------------------------------------------------------------------------------ a) GPU utilisation
 def fig_gpu_utilization(res: Results, out: str, formats: Sequence[str]) -> Tuple[List[str], str]:
-    rows = [r for r in res.rows if truthy(r.get("ok")) and num(r.get("gpu_utilization")) is not None]
+    rows = [r for r in res.rows
+            if res.usable(r.get("ok"), r.get("faithful")) and num(r.get("gpu_utilization")) is not None]
     if not rows:
         raise Skip("no successful run with a GPU utilisation")
     conds = unique(condition(r, res.axes) for r in rows)
@@ -357,7 +370,7 @@ def fig_iteration_cdf(res: Results, out: str, formats: Sequence[str], warmup: in
                    + ". An iteration lasts as long as its slowest rank (worker logs, `type: iteration` records). "
                    f"Runs ({len(used)}): {run_list(used)}.")
         made.append((files, caption))
-    if not results:
+    if not made:
         raise Skip("no iteration records in the worker logs or summaries")
     return made
 
@@ -649,11 +662,16 @@ def fig_reconstruction_vs_poll(res: Results, out: str, formats: Sequence[str]) -
 
 # ------------------------------------------------------------------------------------------------ main
 def write_captions(out: str, res: Results, made: List[Tuple[str, List[str], str]], skipped: List[Tuple[str, str]]):
-    ok = len(res.ok_records) if not res.from_csv else len({r["run_id"] for r in res.rows if truthy(r.get("ok"))})
+    ok = len(res.ok_records) if not res.from_csv else len({r["run_id"] for r in res.rows
+                                                             if res.usable(r.get("ok"), r.get("faithful"))})
     total = len(res.records) if not res.from_csv else len({r["run_id"] for r in res.rows})
+    unfaithful = res.unfaithful_runs
     lines = ["# Figures", "",
-             f"Source: `{os.path.abspath(res.source)}` ({total} run(s), {ok} successful"
+             f"Source: `{os.path.abspath(res.source)}` ({total} run(s), {ok} drawn"
              + (", from summary.csv only" if res.from_csv else "") + ").", ""]
+    if unfaithful:
+        lines += [("Included although" if res.include_unfaithful else "Left out because")
+                  + f" their emulation was not faithful (fidelity warnings): {run_list(unfaithful)}.", ""]
     for name, files, caption in made:
         exts = ", ".join(os.path.basename(f) for f in files)
         lines += [f"## {name}", "", f"Files: {exts}", "", caption, ""]
@@ -691,6 +709,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--filter", action="append", default=[], metavar="KEY=V1[,V2]",
                    help="keep only runs whose scheduler, scenario, seed or --set axis (e.g. host-rate, "
                         "param.alpha) has one of these values (repeatable)")
+    p.add_argument("--include-unfaithful", action="store_true",
+                   help="also draw runs whose emulation was not faithful (runner exit code 3); left out by default")
     p.add_argument("--warmup", type=int, default=0, metavar="K",
                    help="leave the first K iterations of every job out of the CDFs (default: %(default)s)")
     p.add_argument("--bin", type=float, default=None, metavar="S",
@@ -716,7 +736,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ValueError as exc:
         sys.stderr.write(f"plot.py: {exc}\n")
         return 2
-    res = load_results(args.results, filters)
+    res = load_results(args.results, filters, args.include_unfaithful)
     if not res.records and not res.rows:
         sys.stderr.write(f"plot.py: no runs (summary.json/config.json) or summary.csv in {args.results}"
                          + (" matching --filter" if filters else "") + "\n")

@@ -55,7 +55,7 @@ from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
 
 if __name__ == "__main__":
     # Set up what is missing and continue in .venv; collecting finished runs needs no fabric.
-    ensure_env("sweep.py", needs_fabric=not ({"-h", "--help", "--collect-only"} & set(sys.argv[1:])))
+    ensure_env("sweep.py", needs_fabric=not ({"-h", "--help", "--collect-only", "--dry-run"} & set(sys.argv[1:])))
 
 from testbed.results import MANIFEST, Combo, RunFolder, collect, display_path, read_json, safe_name, write_json  # noqa: E402
 
@@ -66,7 +66,9 @@ RUNNER_LOG = "sweep-runner.log"
 ATTEMPTS_DIR = ".attempts"
 LOCK_FILE = ".sweep.lock"
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNFAITHFUL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+# Run states that are not redone: "unfaithful" ran to its end, and rerunning on the same machine would not help.
+FINISHED = ("done", "unfaithful")
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 # Runner flags the sweep sets itself for every combination; they cannot be axes or extra arguments.
@@ -430,6 +432,9 @@ def run_combo(combo: Combo, out: str, cmd: Sequence[str], attempts: int, child: 
         status = RunFolder(run_dir).status()
         if status == "done":
             return "ok"
+        if status == "unfaithful":  # it ran to its end; the emulator, not the run, fell short: not redone here
+            say(f"{combo.id}: completed, but its emulation was not faithful (see its fidelity warnings)")
+            return "unfaithful"
         if rc is None or child.signals:
             return "interrupted"
         summary = RunFolder(run_dir).summary()
@@ -471,7 +476,7 @@ def run_sweep(args, argv: Sequence[str]) -> int:
     if args.dry_run:
         done = 0
         for c in combos:
-            if RunFolder(os.path.join(out, c.id)).status() == "done":
+            if RunFolder(os.path.join(out, c.id)).status() in FINISHED:
                 done += 1
                 print(f"# done, skipped: {c.id}")
             else:
@@ -491,7 +496,7 @@ def _run_locked(args, argv, out, runner, extra, schedulers, scenarios, seeds, ax
     from tqdm import tqdm
 
     manifest = write_manifest(out, argv, runner, extra, args.retries, schedulers, scenarios, seeds, axes, combos)
-    counts = {"ok": 0, "skipped": 0, "failed": 0, "bad-input": 0}
+    counts = {"ok": 0, "unfaithful": 0, "skipped": 0, "failed": 0, "bad-input": 0}
     bar = tqdm(total=len(combos), unit="run", file=sys.stderr, dynamic_ncols=True, desc="sweep")
     child = ChildRunner(notify=tqdm.write)
     child.install()
@@ -501,7 +506,7 @@ def _run_locked(args, argv, out, runner, extra, schedulers, scenarios, seeds, ax
             if child.signals:
                 interrupted = True
                 break
-            if RunFolder(os.path.join(out, combo.id)).status() == "done":
+            if RunFolder(os.path.join(out, combo.id)).status() in FINISHED:
                 counts["skipped"] += 1
                 bar.update(1)
                 continue
@@ -524,11 +529,12 @@ def _run_locked(args, argv, out, runner, extra, schedulers, scenarios, seeds, ax
     failed = counts["failed"] + counts["bad-input"]
     print(f"sweep {out}: {len(combos)} combinations: {counts['ok']} ran ok, {counts['skipped']} already done, "
           f"{failed} failed" + (f" ({counts['bad-input']} bad input)" if counts["bad-input"] else "")
+          + (f", {counts['unfaithful']} completed but not faithful" if counts["unfaithful"] else "")
           + (", interrupted" if interrupted else ""))
     print(f"summary: {path} ({len(rows)} rows)")
     if interrupted:
         return EXIT_INTERRUPTED
-    return EXIT_FAILED if failed else EXIT_OK
+    return EXIT_FAILED if failed else EXIT_UNFAITHFUL if counts["unfaithful"] else EXIT_OK
 
 
 # ------------------------------------------------------------------------------------------------ CLI

@@ -46,9 +46,23 @@ def recipe_stamp() -> str:
     return digest.hexdigest()[:16]
 
 
+def _venv_python_changed(venv: str) -> bool:
+    """Whether the interpreter under the environment is no longer the one it was built on (a distribution
+    upgrade moves /usr/bin/python3 to a new minor version; the environment's packages are then missing)."""
+    try:
+        with open(os.path.join(venv, "pyvenv.cfg")) as f:
+            built = next(line.split("=", 1)[1].strip() for line in f if line.split("=", 1)[0].strip() == "version")
+    except (OSError, StopIteration):
+        return False
+    runs = os.path.basename(os.path.realpath(os.path.join(venv, "bin", "python")))  # e.g. python3.11
+    return runs.startswith("python3.") and runs[len("python"):] != ".".join(built.split(".")[:2])
+
+
 def venv_problem(venv: str) -> Optional[str]:
     if not os.path.exists(os.path.join(venv, "bin", "python")):
         return f"no Python environment in {venv}"
+    if _venv_python_changed(venv):
+        return f"the Python under {venv} changed since it was built"
     try:
         with open(os.path.join(venv, STAMP_NAME)) as f:
             stamp = f.read().strip()
@@ -73,7 +87,9 @@ def system_problem() -> Optional[str]:
 
 def problems(needs_fabric: bool) -> List[str]:
     found = [venv_problem(venv_dir())]
-    if needs_fabric:
+    # Only root can see whether Open vSwitch runs (its socket is root's); without root the command's own check
+    # says that it needs root, which is the one thing to fix first.
+    if needs_fabric and os.geteuid() == 0:
         found.append(system_problem())
     return [p for p in found if p]
 

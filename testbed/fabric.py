@@ -42,6 +42,7 @@ LOG = logging.getLogger("flux.testbed")
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONTROLLER_NICENESS = {"scheduler": -10, "monitor": 0}
 DGRAM_QLEN = 4096
+MAX_MISSED_ANSWERS = 3  # consecutive unanswered liveness checks (half a second apart) that fail a run
 
 
 class TestbedError(RuntimeError):
@@ -91,21 +92,30 @@ def _remote_controller_class():
 
 
 class ControlClient:
-    """Request/response over the controller's Unix datagram control socket."""
+    """Request/response over the controller's Unix datagram control socket.
 
-    def __init__(self, server_path: str):
+    Every request carries an id that its reply echoes: a reply that comes after its request timed out must not
+    be taken for the answer to the next request."""
+
+    def __init__(self, server_path: str, name: str):
         self.server_path = server_path
-        self.path = os.path.join(state.STATE_DIR, f"cli-{os.getpid()}-{id(self) & 0xffff}.sock")
+        self.path = os.path.join(state.STATE_DIR, f"cli-{os.getpid()}-{name}.sock")
         if os.path.exists(self.path):
             os.unlink(self.path)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(self.path)
+        self._next_id = 0
 
     def request(self, payload: dict, timeout: float = 5.0) -> dict:
-        self.sock.settimeout(timeout)
-        self.sock.sendto(json.dumps(payload).encode(), self.server_path)
-        data = self.sock.recv(65536)
-        return json.loads(data)
+        self._next_id += 1
+        request_id = self._next_id
+        self.sock.sendto(json.dumps(dict(payload, id=request_id)).encode(), self.server_path)
+        deadline = time.monotonic() + timeout
+        while True:
+            self.sock.settimeout(max(deadline - time.monotonic(), 1e-3))
+            reply = json.loads(self.sock.recv(65536))  # socket.timeout when the deadline passes
+            if reply.get("id") == request_id:
+                return reply
 
     def close(self) -> None:
         self.sock.close()
@@ -146,6 +156,7 @@ class Testbed:
         self.timings: Dict[str, float] = {}
         self.hosts: Dict[str, object] = {}
         self._marker_before: Optional[str] = None
+        self._missed: Dict[str, int] = {}
 
     # ------------------------------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "Testbed":
@@ -313,8 +324,8 @@ class Testbed:
             else:
                 raise TestbedError(f"the {role} controller did not listen on 127.0.0.1:{self.of_ports[role]} "
                                    f"within 30 s")
-        self.clients = {"scheduler": ControlClient(self.control_socket),
-                        "monitor": ControlClient(self.monitor_socket)}
+        self.clients = {"scheduler": ControlClient(self.control_socket, "scheduler"),
+                        "monitor": ControlClient(self.monitor_socket, "monitor")}
         for client in self.clients.values():
             self.state.add_file(client.path)
 
@@ -375,8 +386,9 @@ class Testbed:
         return out
 
     def controller_problems(self, timeout_s: float = 0.4) -> List[str]:
-        """What is wrong with the controllers now: a process that exited, one that does not answer, or one that
-        lost a switch's OpenFlow connection. Empty when both are well (checked in well under a second)."""
+        """What is wrong with the controllers now: a process that exited, a loop inside one that died, one that
+        lost a switch's OpenFlow connection, or one that has not answered MAX_MISSED_ANSWERS checks in a row (a
+        single late answer on a busy machine is not a failure). Empty when both are well."""
         problems = []
         for role, proc in self.controllers.items():
             log = "controller.log" if role == "scheduler" else "monitor.log"
@@ -386,8 +398,13 @@ class Testbed:
             try:
                 status = self.request({"op": "status"}, timeout=timeout_s, role=role)
             except (socket.timeout, OSError, KeyError, ValueError):
-                problems.append(f"the {role} controller does not answer; see {log}")
+                self._missed[role] = self._missed.get(role, 0) + 1
+                if self._missed[role] >= MAX_MISSED_ANSWERS:
+                    problems.append(f"the {role} controller has not answered {self._missed[role]} checks; see {log}")
                 continue
+            self._missed[role] = 0
+            if status.get("failed_loops"):
+                problems.append(f"the {role} controller's {', '.join(status['failed_loops'])} stopped; see {log}")
             if status.get("connected") != status.get("expected"):
                 problems.append(f"the {role} controller lost switches ({status.get('connected')} of "
                                 f"{status.get('expected')} connected)")

@@ -113,7 +113,9 @@ class RunSummary:
             entry = per_job.get(job.name) or {}
             job.gpu_utilization_reconstructed = entry.get("gpu_utilization")
             job.idle_per_iteration_reconstructed_s = entry.get("idle_per_iteration_s")
-        if "cluster_gpu_utilization" in reconstruction:
+        # A cluster figure from an earlier analysis must not outlive the job figures it was made of.
+        self.cluster.pop("gpu_utilization_reconstructed", None)
+        if reconstruction.get("cluster_gpu_utilization") is not None:
             self.cluster["gpu_utilization_reconstructed"] = reconstruction["cluster_gpu_utilization"]
 
     def to_dict(self) -> dict:
@@ -167,13 +169,16 @@ class RunFolder:
         return self.has(self.SUMMARY) or self.has(self.CONFIG)
 
     def status(self) -> str:
-        """``done`` (summary ok), ``failed`` (summary not ok), ``incomplete`` (no summary) or ``new``."""
+        """``done`` (summary ok), ``unfaithful`` (ok, but the emulation was not faithful: the runner exited with
+        3), ``failed`` (summary not ok), ``incomplete`` (no summary) or ``new``."""
         if not os.path.isdir(self.path):
             return "new"
         summary = self.summary()
         if summary is None:
             return "incomplete"
-        return "done" if summary.ok is True else "failed"
+        if summary.ok is not True:
+            return "failed"
+        return "unfaithful" if summary.faithful is False else "done"
 
     def config(self) -> Optional[dict]:
         return read_json(self.file(self.CONFIG))

@@ -37,7 +37,7 @@ import shutil  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
-from typing import List, Optional  # noqa: E402
+from typing import List, Optional, Tuple  # noqa: E402
 
 from core.config import DEFAULT_POLL_INTERVAL_S  # noqa: E402
 from core.fabric import FabricLayout, FabricSpec  # noqa: E402
@@ -133,8 +133,8 @@ def validate(args) -> dict:
     if args.run_id is not None and not SAFE_RUN_ID.fullmatch(args.run_id):
         raise BadInput(f"--run-id {args.run_id!r}: use one folder name of letters, digits and . _ + - "
                        "(it names results/<run-id>/)")
-    if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise BadInput(f"--out {args.out}: exists and is not a directory")
+    if args.out is not None:
+        check_out_dir(args.out)
     if not 0.01 <= args.poll_interval <= 10:
         raise BadInput(f"--poll-interval must be between 0.01 and 10 s (got {args.poll_interval})")
     if args.iterations is not None and args.iterations < 1:
@@ -165,6 +165,21 @@ def validate(args) -> dict:
         raise BadInput(str(exc))
     return {"spec": spec, "layout": layout, "params": params, "scenario_path": os.path.abspath(path),
             "scenario": resolved, "jobs": jobs}
+
+
+def check_out_dir(out: str) -> None:
+    """The results folder must be one we can create or write, and must not hold another run: its summary would
+    be taken for this run's by every reader if this one were killed before writing its own."""
+    from testbed.results import RunFolder
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise BadInput(f"--out {out}: exists and is not a directory")
+    if RunFolder(out).is_run():
+        raise BadInput(f"--out {out}: already holds a run (summary.json or config.json); choose another folder")
+    parent = os.path.abspath(out)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise BadInput(f"--out {out}: cannot create or write it ({parent} is not a writable directory)")
 
 
 def preflight(datapath: str = "auto") -> None:
@@ -225,6 +240,17 @@ def ovs_cpu_seconds() -> Optional[float]:
 
 
 # ------------------------------------------------------------------------------------------------ the run
+def outcome(failures: List[str], faithful: Optional[bool]) -> Tuple[bool, Optional[str], int]:
+    """(ok, error, exit code) of a run that went to its end: any failure fails it; a run that completed but
+    whose emulator did not keep up (``faithful`` false) is ok, yet exits with EXIT_UNFAITHFUL, since its
+    figures are not the scheduler's either."""
+    if failures:
+        return False, "; ".join(dict.fromkeys(failures)), EXIT_FAILED
+    if faithful is False:
+        return True, None, EXIT_UNFAITHFUL
+    return True, None, EXIT_OK
+
+
 def run(args, resolved: dict) -> int:
     from testbed import experiment, reconstruct
     from testbed.fabric import Testbed, TestbedError
@@ -258,6 +284,7 @@ def run(args, resolved: dict) -> int:
                  class_floor=args.class_floor, queue_ms=args.queue_ms, run_id=run_id, datapath=datapath,
                  class_mode=args.class_mode)
     code = EXIT_FAILED
+    unexpected = False
     try:
         LOG.info("[1/4] fabric: %d spines, %d leaves, %d hosts, host %g / fabric %g Mbit/s "
                  "(oversubscription %.2f:1), %s datapath, scheduler %s", spec.spines, spec.leaves, spec.hosts,
@@ -308,15 +335,8 @@ def run(args, resolved: dict) -> int:
                                if summary.extra.get("workers_failed") else [])
         if summary.extra.get("timed_out"):
             failures.append(f"time limit of {args.time_limit:g} s reached")
-        summary.ok = not failures
-        if failures:
-            summary.error = "; ".join(dict.fromkeys(failures))
-            code = EXIT_FAILED
-        elif summary.faithful is False:
-            # The run completed, but the emulator did not keep up: its figures are not the scheduler's either.
-            code = EXIT_UNFAITHFUL
-        else:
-            code = EXIT_OK
+        summary.ok, error, code = outcome(failures, summary.faithful)
+        summary.error = error or summary.error
     except Interrupted as exc:
         LOG.error("interrupted (%s); tearing down", exc)
         summary.error = f"interrupted: {exc}"
@@ -326,6 +346,7 @@ def run(args, resolved: dict) -> int:
         summary.error = str(exc)
     except Exception as exc:  # a bug or an unforeseen failure: one line here, the traceback in the run folder
         import traceback
+        unexpected = True
         with open(folder.file(RunFolder.ERROR_LOG), "w") as f:
             traceback.print_exc(file=f)
         LOG.error("run failed: %s: %s (traceback in %s)", type(exc).__name__, exc, folder.file(RunFolder.ERROR_LOG))
@@ -335,8 +356,14 @@ def run(args, resolved: dict) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
         LOG.info("[4/4] teardown")
-        # After a signal the user wants the terminal back: the fast teardown (a few seconds at most).
-        tb.stop(fast=code == EXIT_INTERRUPTED)
+        # After a signal the user wants the terminal back, and after an unforeseen error Mininet's shells may be
+        # stuck mid-command: the fast teardown then (a few seconds at most). The summary is written whatever
+        # the teardown does.
+        try:
+            tb.stop(fast=code == EXIT_INTERRUPTED or unexpected)
+        except Exception as exc:
+            LOG.error("teardown failed: %s (the next run removes what is left)", exc)
+            summary.extra["teardown_error"] = str(exc)
         summary.timings = dict(tb.timings)
         summary.extra["finished_at"] = time.time()
         if summary.jobs and code != EXIT_INTERRUPTED:
@@ -354,9 +381,17 @@ def main(argv=None) -> int:
     def on_signal(signum, frame):
         raise Interrupted(signal.Signals(signum).name)
 
-    # From the start, so that a signal at any moment ends the run the same way (never with a traceback).
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, on_signal)
+    # From the start, so that a signal at any moment ends the run the same way (never with a traceback); the
+    # caller's handlers come back at the end (main() also runs inside other programs, e.g. the tests).
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        return _main(argv)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _main(argv) -> int:
     try:
         args = build_parser().parse_args(argv)
         logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,

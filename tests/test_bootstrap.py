@@ -86,7 +86,8 @@ def test_without_root_a_missing_setup_is_one_line_and_exit_2(tmp_path, recipe, m
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("run.py: set-up needed (no Python environment in")
-    assert "sudo python testbed/run.py" in err[0] or "sudo python " in err[0]
+    assert err[0].endswith("run it once as root: sudo python " + os.path.relpath(
+        os.path.join(PROJECT_DIR, "testbed", "run.py"), os.getcwd()))
 
 
 def test_a_setup_that_did_not_help_is_not_retried_forever(tmp_path, recipe, monkeypatch, capsys):

@@ -85,3 +85,17 @@ def test_a_batch_completes_when_every_touched_switch_has_answered():
     assert batches.on_reply(0x201, 7) == (batch, False)
     assert batches.on_reply(0x202, 8) == (batch, True)
     assert len(batches) == 0 and batches.on_reply(0x202, 8) is None
+
+
+def test_each_app_registers_its_own_and_the_shared_handlers():
+    import inspect
+
+    import controller.launcher  # noqa: F401  (makes ryu importable on this Python)
+    from controller.monitor_app import MonitorApp
+    from controller.scheduler_app import SchedulerApp
+
+    def handlers(cls):
+        return {name for name, f in inspect.getmembers(cls) if hasattr(f, "callers")}
+    assert handlers(SchedulerApp) == {"_state_change", "_switch_features", "_barrier_reply"}
+    assert handlers(MonitorApp) == {"_state_change", "_switch_features", "_barrier_reply", "_port_stats",
+                                    "_flow_stats"}

@@ -70,3 +70,15 @@ def test_out_naming_an_existing_file_is_refused(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip() == f"run.py: --out {existing}: exists and is not a directory"
     assert existing.read_text() == "{}"
+
+
+def test_outcome_fails_on_any_failure_and_flags_an_unfaithful_run():
+    sys.path.insert(0, PROJECT_DIR)
+    from testbed import run as runner
+    assert runner.outcome([], True) == (True, None, runner.EXIT_OK)
+    assert runner.outcome([], None) == (True, None, runner.EXIT_OK)  # no workload: nothing to judge
+    assert runner.outcome([], False) == (True, None, runner.EXIT_UNFAITHFUL)
+    ok, error, code = runner.outcome(["the scheduler controller exited (code -9)", "workers failed: a rank 0",
+                                      "the scheduler controller exited (code -9)"], False)
+    assert (ok, code) == (False, runner.EXIT_FAILED)
+    assert error == "the scheduler controller exited (code -9); workers failed: a rank 0"

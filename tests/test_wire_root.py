@@ -82,4 +82,4 @@ def test_allreduce_runs_at_the_shaped_link_rate(tmp_path):
     # The shaper holds (no all-reduce beats the link) and the ring runs at the link rate, not at a fraction of it.
     # How close it comes (1.08 x analytic, 5% of it headers) is a fidelity figure: scripts/bench_fabric.py
     # measures it, since a timed bound this tight would fail on a busy machine without anything being wrong.
-    assert 0.95 * analytic <= measured <= 2.0 * analytic, (measured, analytic)
+    assert 0.95 * analytic <= measured <= 1.5 * analytic, (measured, analytic)
