@@ -118,7 +118,8 @@ def ensure_env(prog: str, needs_fabric: bool, script: Optional[str] = None) -> N
         sys.stderr.write(f"[setup] {'; '.join(found)}: running scripts/install.sh "
                          "(packages, Open vSwitch, .venv; about a minute the first time)\n")
         sys.stderr.flush()
-        r = subprocess.run(["bash", INSTALL_SH])
+        # Its progress goes to stderr: the command's own output (a benchmark's JSON) must stay clean.
+        r = subprocess.run(["bash", INSTALL_SH], stdout=sys.stderr)
         if r.returncode != 0:
             _fail(prog, f"set-up failed (scripts/install.sh exited with {r.returncode}); see the lines above")
         sys.stderr.write("[setup] done\n")
