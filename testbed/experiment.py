@@ -207,6 +207,12 @@ def fidelity(folder: RunFolder, tb, cpu0, cpu1, wall_s: float, tcp0=None, tcp1=N
             if frac > UNEXPLAINED_IDLE_LIMIT:
                 warnings.append(f"{frac:.1%} of GPU time was idle without waiting for any operation: workers "
                                 f"were delayed by a busy CPU, utilisation is underestimated by about that much")
+    if jobs:
+        dropped = sum(j.get("events_dropped", 0) for j in jobs)
+        result["events_dropped"] = dropped
+        if dropped:
+            warnings.append(f"{dropped} operation events never reached the controller (its queue was full): the "
+                            f"scheduler decided without them")
     if cpu0 is not None and cpu1 is not None and wall_s > 0:
         frac = (cpu1 - cpu0) / wall_s
         result["ovs_vswitchd_cpu"] = frac

@@ -35,7 +35,7 @@ def logs(tmp_path):
         {"type": "wait", "iteration": 0, "bucket": 0, "in_iteration": 1, "start": 1.0, "end": 1.5},
         compute(1, "forward", 0, 1.5, 2.0), compute(1, "backward", 0, 2.0, 2.5), op(1, 0, 2.5, 3.0),
         {"type": "iteration", "iteration": 1, "start": 1.0, "end": 3.0},
-        {"type": "summary", "iterations": 2},
+        {"type": "summary", "iterations": 2, "events_sent": 9, "events_dropped": 2},
     ]
     # Rank 1: busy 2.4 s of 3.0 s; a compute record reaching past the span is clipped; its log was cut short.
     rank1 = [
@@ -53,6 +53,7 @@ def test_job_summary(logs):
     s = summarize_job(logs)
     assert s["job"] == "j" and s["workers"] == 2 and s["ranks_logged"] == 2
     assert not s["complete"]  # rank 1 has no summary line
+    assert s["events_sent"] == 9 and s["events_dropped"] == 2  # from the ranks that wrote their summary
     assert s["iterations"] == 2
     # Iteration time = max over ranks: it0 max(1.0, 1.2), it1 max(2.0, 1.8).
     assert s["iteration_times_s"] == pytest.approx([1.2, 2.0])

@@ -179,6 +179,10 @@ def summarize_job(log_paths: Sequence[str], warmup: int = 0) -> dict:
         "ops": op_list,
         "bytes_sent": sum(r["bytes_sent"] for r in ranks),
         "check_failures": failures,
+        # Operation events the workers could not hand to the controller (its socket queue was full): a scheduler
+        # that reacts to events decided without them.
+        "events_sent": sum(int((lg.summary or {}).get("events_sent", 0)) for lg in logs),
+        "events_dropped": sum(int((lg.summary or {}).get("events_dropped", 0)) for lg in logs),
         "errors": [e.get("message", "") for lg in logs for e in lg.errors],
         "per_rank": ranks,
     }
