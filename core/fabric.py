@@ -14,12 +14,17 @@ layout is testbed/topo.py.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Tuple
 
 from core.model import FlowKey
 
 MAX_HOSTS = 250  # one /8 with last-octet addressing and 2-hex-digit MACs
+
+
+# Every switch name and switch-port interface name the fabric uses (``sp1``, ``lf2-eth3``).
+FABRIC_NAME = re.compile(r"(sp|lf)\d+(-eth\d+)?")
 
 
 def spine_name(i: int) -> str:

@@ -236,16 +236,11 @@ def remove(st: Dict) -> List[str]:
     removed += [f"process {pid} ({role})" for pid, role in processes if pid in ended]
     present = set(_bridges())
     bridges = [br for br in st.get("bridges", []) if br in present]
-    if bridges:
-        cmd = ["ovs-vsctl", "--timeout=5"]
-        for br in bridges:
-            cmd += ["--", "--if-exists", "del-br", br]
-        if subprocess.run(cmd, capture_output=True).returncode == 0:
-            removed += [f"bridge {br}" for br in bridges]
-    for intf in st.get("interfaces", []):
-        if os.path.exists(f"/sys/class/net/{intf}"):
-            subprocess.run(["ip", "link", "del", intf], capture_output=True)
-            removed.append(f"interface {intf}")
+    if _delete_bridges(bridges):
+        removed += [f"bridge {br}" for br in bridges]
+    interfaces = [i for i in st.get("interfaces", []) if os.path.exists(f"/sys/class/net/{i}")]
+    _delete_interfaces(interfaces)
+    removed += [f"interface {i}" for i in interfaces]
     for path in st.get("files", []):
         try:
             os.unlink(path)
@@ -274,6 +269,21 @@ def leftovers(st: Dict) -> List[str]:
     left += [f"interface {i}" for i in st.get("interfaces", []) if os.path.exists(f"/sys/class/net/{i}")]
     left += [f"file {p}" for p in st.get("files", []) if os.path.exists(p)]
     return left
+
+
+def _delete_bridges(names: List[str]) -> bool:
+    """Delete OVS bridges in one transaction (one ovsdb round trip however many); True if it succeeded."""
+    if not names:
+        return True
+    cmd = ["ovs-vsctl", "--timeout=5"]
+    for br in names:
+        cmd += ["--", "--if-exists", "del-br", br]
+    return subprocess.run(cmd, capture_output=True).returncode == 0
+
+
+def _delete_interfaces(names: List[str]) -> None:
+    for intf in names:
+        subprocess.run(["ip", "link", "del", intf], capture_output=True)
 
 
 def _bridges() -> List[str]:
@@ -312,10 +322,8 @@ def new_since(before: Dict[str, set], grace_s: float = 0.0, session: Optional[st
 def remove_things(things: Dict[str, List[str]]) -> None:
     """Remove what ``new_since`` found (processes by pid, the rest by name)."""
     end_processes([(int(pid), signal.SIGKILL) for pid in things.get("process", [])])
-    for br in things.get("bridge", []):
-        subprocess.run(["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", br], capture_output=True)
-    for intf in things.get("interface", []):
-        subprocess.run(["ip", "link", "del", intf], capture_output=True)
+    _delete_bridges(things.get("bridge", []))
+    _delete_interfaces(things.get("interface", []))
     for ns in things.get("namespace", []):
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
     for path in things.get("state file", []):

@@ -7,7 +7,6 @@ user).
 """
 import functools
 import os
-import re
 import subprocess
 import sys
 import uuid
@@ -18,6 +17,7 @@ PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if PROJECT_DIR not in sys.path:
     sys.path.insert(0, PROJECT_DIR)
 
+from core.fabric import FABRIC_NAME  # noqa: E402
 from testbed import state  # noqa: E402
 
 # Every process this session starts inherits this, so that the guard below only ever ends this session's own.
@@ -49,7 +49,6 @@ def pytest_collection_modifyitems(config, items):
 
 # ------------------------------------------------------------------------------------------ nothing left behind
 LEFTOVER_GRACE_S = 3.0
-TESTBED_NAME = re.compile(r"(sp|lf)\d+(-eth\d+)?")  # the fabric's switches and their ports (core/fabric.py)
 
 
 def _check_nothing_new(before, what):
@@ -59,8 +58,8 @@ def _check_nothing_new(before, what):
         # processes (already so scoped), bridges and interfaces with the fabric's names, a state file whose runner
         # is gone. Anything else is reported and left alone.
         ours = {"process": left.get("process", []),
-                "bridge": [b for b in left.get("bridge", []) if TESTBED_NAME.fullmatch(b)],
-                "interface": [i for i in left.get("interface", []) if TESTBED_NAME.fullmatch(i)],
+                "bridge": [b for b in left.get("bridge", []) if FABRIC_NAME.fullmatch(b)],
+                "interface": [i for i in left.get("interface", []) if FABRIC_NAME.fullmatch(i)],
                 "state file": left.get("state file", []) if state.active_run() is None else []}
         state.remove_things(ours)
         described = "; ".join(f"{kind} {', '.join(names)}" for kind, names in left.items())
