@@ -1,7 +1,13 @@
 """Plain rules (controller/rules.py) to OpenFlow 1.3 messages, and the messages both apps send."""
 from __future__ import annotations
 
-from controller.rules import FLOW_COOKIE, Rule, SelectGroup
+from controller.rules import FLOW_COOKIE, TRANSIT_COOKIE, Rule, SelectGroup
+
+
+def command(dp, name: str) -> int:
+    """The flow-mod command of a name: "add", "modify" (strict) or "delete" (strict)."""
+    ofp = dp.ofproto
+    return {"add": ofp.OFPFC_ADD, "modify": ofp.OFPFC_MODIFY_STRICT, "delete": ofp.OFPFC_DELETE_STRICT}[name]
 
 
 def flow_mod(dp, rule: Rule, command: int):
@@ -19,13 +25,15 @@ def flow_mod(dp, rule: Rule, command: int):
     instructions = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)] if actions else []
     if rule.goto_table is not None:
         instructions.append(parser.OFPInstructionGotoTable(rule.goto_table))
+    # (A delete filters on out_port and out_group: "any" both, or it would match nothing.)
     return parser.OFPFlowMod(dp, table_id=rule.table, priority=rule.priority, match=parser.OFPMatch(**dict(rule.match)),
-                             cookie=rule.cookie, command=command, instructions=instructions)
+                             cookie=rule.cookie, command=command, instructions=instructions,
+                             out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY)
 
 
 def select_group_add(dp, group: SelectGroup):
     parser, ofp = dp.ofproto_parser, dp.ofproto
-    buckets = [parser.OFPBucket(weight=1, watch_port=ofp.OFPP_ANY, watch_group=ofp.OFPG_ANY,
+    buckets = [parser.OFPBucket(weight=1, watch_port=p, watch_group=ofp.OFPG_ANY,
                                 actions=[parser.OFPActionOutput(p)]) for p in group.ports]
     return parser.OFPGroupMod(dp, command=ofp.OFPGC_ADD, type_=ofp.OFPGT_SELECT, group_id=group.group_id,
                               buckets=buckets)
@@ -51,7 +59,7 @@ def port_stats_request(dp):
 
 
 def flow_stats_request(dp):
-    """Counters of the per-flow scheduling rules only (selected by their cookie)."""
+    """Counters of the per-flow ingress rules only (selected by their cookie; transit rules left out)."""
     parser, ofp = dp.ofproto_parser, dp.ofproto
-    return parser.OFPFlowStatsRequest(dp, 0, 0, ofp.OFPP_ANY, ofp.OFPG_ANY, FLOW_COOKIE, FLOW_COOKIE,
+    return parser.OFPFlowStatsRequest(dp, 0, 0, ofp.OFPP_ANY, ofp.OFPG_ANY, FLOW_COOKIE, FLOW_COOKIE | TRANSIT_COOKIE,
                                       parser.OFPMatch())

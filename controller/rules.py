@@ -1,18 +1,24 @@
 """What every switch holds, as plain data: the rule compiler (decisions -> rules) and the decision diff.
 
 No OpenFlow here: a ``Rule`` names its match fields and actions the way Ryu's OpenFlow 1.3 parser does, and
-controller/ofp.py turns it into a flow-mod. That keeps the forwarding design testable without a switch:
+controller/ofp.py turns it into a flow-mod. Everything is computed from the fabric's graph (core.fabric), so
+the same compiler serves every topology family:
 
-* spine, table 0: one rule per host address -> the port of the host's leaf;
-* leaf, table 0 (the scheduling stage):
-    - priority 100, one rule per data flow (5-tuple) of every job: set DSCP to the flow's class, then either
-      output to the chosen spine or go to table 1 (hashed path); and one for its reverse direction (pure ACKs),
-      always in the top class on a hashed path, written once;
+* every switch, table 1 (forwarding): one rule per host address: on the host's leaf, its port; elsewhere the
+  neighbours on shortest paths towards the host's leaf: one -> output, several -> a select group over them
+  (ECMP, one group per distinct set of ports on the switch);
+* every switch, table 0 (the scheduling stage):
+    - priority 100, at the ingress leaf, one rule per data flow (5-tuple) of every job: set DSCP to the flow's
+      class, then either output towards the chosen path or go to table 1 (hashed path); and one for its reverse
+      direction (pure ACKs), always in the top class on a hashed path, written once;
+    - priority 100, *transit* rules of a flow with a chosen path at every later switch of the path that has a
+      choice of next hop (none on a leaf-spine, where a spine has one way down; the aggregation switches of a
+      fat-tree's source pod), output towards the path's next switch (the DSCP is kept);
     - priority 10, packets from a host port: DSCP := class 0, go to table 1 (everything not scheduled);
-    - priority 10, packets from a spine port: go to table 1 (the DSCP written at the ingress leaf is kept);
-* leaf, table 1: one rule per host address: local host -> its port; remote -> the select group over all spines.
+    - priority 10, packets from a switch port: go to table 1 (the DSCP written at the ingress leaf is kept).
 
-A flow's rules live at its ingress leaf only: that is where its class and path are decided.
+A flow's class is decided at its ingress leaf only; its counters are read there (transit rules carry
+TRANSIT_COOKIE so that flow statistics leave them out).
 """
 from __future__ import annotations
 
@@ -20,13 +26,13 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from core.classes import class_to_dscp
-from core.fabric import FabricLayout, leaf_dpid, spine_dpid
+from core.fabric import TIER_LEAF, FabricLayout, leaf_name
 from core.model import Decision, FlowKey
 
 FLOW_COOKIE = 1 << 40          # marks per-flow scheduling rules (flow stats are requested with this mask)
 PIN_COOKIE = 1 << 41           # flows pinned by the runner (traffic checks, benchmarks)
+TRANSIT_COOKIE = 1 << 42       # a chosen path's rules beyond the ingress leaf (no counters wanted)
 PRIO_FLOW, PRIO_DEFAULT = 100, 10
-SELECT_GROUP = 1
 ACK_CLASS = 7                  # class of the ACK direction of every data flow
 DEFAULT_DECISION = Decision()  # class 0, hashed path: what a flow gets when the policy does not name it
 IPV4 = 0x0800
@@ -37,8 +43,8 @@ def flow_cookie(job: int, bucket: int, rank: int, reverse: bool) -> int:
 
 
 def decode_cookie(cookie: int) -> Optional[Tuple[int, int, int, int]]:
-    """(job, bucket, rank, reverse) of a per-flow rule's cookie, or None for any other rule."""
-    if not cookie & FLOW_COOKIE:
+    """(job, bucket, rank, reverse) of an ingress per-flow rule's cookie, or None for any other rule."""
+    if not cookie & FLOW_COOKIE or cookie & TRANSIT_COOKIE:
         return None
     return (cookie >> 24) & 0xFFFF, (cookie >> 16) & 0xFF, (cookie >> 1) & 0x7FFF, cookie & 1
 
@@ -56,14 +62,23 @@ class Rule:
     table: int = 0
     cookie: int = 0
 
+    @property
+    def transit(self) -> bool:
+        return bool(self.cookie & TRANSIT_COOKIE)
+
 
 @dataclass(frozen=True)
 class SelectGroup:
-    """The leaf's ECMP group: one bucket per uplink port, chosen by the switch's hash."""
+    """An ECMP group: one bucket per port, chosen by the switch's hash."""
 
     dpid: int
     group_id: int
     ports: Tuple[int, ...]
+
+
+def flow_match(flow: FlowKey) -> Tuple[Tuple[str, object], ...]:
+    return (("eth_type", IPV4), ("ip_proto", flow.proto), ("ipv4_src", flow.src_ip), ("ipv4_dst", flow.dst_ip),
+            ("tcp_src", flow.src_port), ("tcp_dst", flow.dst_port))
 
 
 class RuleCompiler:
@@ -71,74 +86,109 @@ class RuleCompiler:
 
     def __init__(self, layout: FabricLayout):
         self.layout = layout
-        spec = layout.spec
         self.host_by_ip = {h.ip: h for h in layout.hosts}
-        self.leaf_dpids = {leaf_dpid(i): i for i in range(1, spec.leaves + 1)}
-        self.spine_dpids = {spine_dpid(i): i for i in range(1, spec.spines + 1)}
+        self.name_of = {s.dpid: s.name for s in layout.switches}
+        self.leaf_dpids = {s.dpid for s in layout.switches if s.tier == TIER_LEAF}
+        self._groups: Dict[int, Dict[Tuple[int, ...], int]] = {}  # dpid -> {ports: group id}
 
     @property
     def dpids(self) -> List[int]:
-        return sorted(self.leaf_dpids) + sorted(self.spine_dpids)
+        return sorted(self.name_of)
 
     def ingress_dpid(self, ip: str) -> int:
         """The leaf where traffic from ``ip`` enters the fabric."""
-        return leaf_dpid(self.host_by_ip[ip].leaf)
+        return self.layout.dpid_of[leaf_name(self.host_by_ip[ip].leaf)]
 
     # -- rules that never change
-    def spine_rules(self, dpid: int) -> List[Rule]:
-        return [Rule(dpid, PRIO_DEFAULT, (("eth_type", IPV4), ("ipv4_dst", h.ip)),
-                     (("output", self.layout.spine_port(h.leaf)),))
-                for h in self.layout.hosts]
+    def groups(self, dpid: int) -> List[SelectGroup]:
+        """The switch's select groups (they must exist before ``switch_rules``)."""
+        self._forwarding(dpid)
+        return [SelectGroup(dpid, gid, ports) for ports, gid in self._groups[dpid].items()]
 
-    def leaf_group(self, dpid: int) -> SelectGroup:
-        spines = self.layout.spec.spines
-        return SelectGroup(dpid, SELECT_GROUP, tuple(self.layout.leaf_uplink_port(s) for s in range(1, spines + 1)))
-
-    def leaf_rules(self, dpid: int) -> List[Rule]:
-        """A leaf's rules apart from the per-flow ones (its select group must exist first)."""
-        leaf, spec = self.leaf_dpids[dpid], self.layout.spec
+    def switch_rules(self, dpid: int) -> List[Rule]:
+        """A switch's rules apart from the per-flow ones."""
+        name = self.name_of[dpid]
+        host_ports = self.layout.host_ports(name)
         rules = [Rule(dpid, PRIO_DEFAULT, (("in_port", port), ("eth_type", IPV4)), (("dscp", 0),), goto_table=1)
-                 for port in range(1, spec.hosts_per_leaf + 1)]
+                 for port in host_ports]
         rules += [Rule(dpid, PRIO_DEFAULT, (("in_port", port), ("eth_type", IPV4)), goto_table=1)
-                  for port in self.leaf_group(dpid).ports]
+                  for port, _nxt in self.layout.neighbours[name]]
+        return rules + self._forwarding(dpid)
+
+    def _forwarding(self, dpid: int) -> List[Rule]:
+        name, groups = self.name_of[dpid], self._groups.setdefault(dpid, {})
+        rules = []
         for h in self.layout.hosts:
-            action = ("output", h.leaf_port) if h.leaf == leaf else ("group", SELECT_GROUP)
+            if leaf_name(h.leaf) == name:
+                action = ("output", h.leaf_port)
+            else:
+                ports = tuple(port for port, _nxt in self.layout.next_hops(name, h.leaf))
+                if len(ports) == 1:
+                    action = ("output", ports[0])
+                else:
+                    action = ("group", groups.setdefault(ports, len(groups) + 1))
             rules.append(Rule(dpid, PRIO_DEFAULT, (("eth_type", IPV4), ("ipv4_dst", h.ip)), (action,), table=1))
         return rules
 
     # -- the scheduling stage
     def flow_rules(self, flow: FlowKey, decision: Decision, cookie: int, reverse_cookie: int = 0,
                    reverse: bool = True, at_dpid: Optional[int] = None) -> List[Rule]:
-        """The rule for ``flow`` at its ingress leaf and, with ``reverse``, its ACK direction's at the other end
-        (only those at ``at_dpid`` when given).
+        """The rules of ``flow`` (its ingress rule, then its path's transit rules) and, with ``reverse``, its ACK
+        direction's at the other end (only those at ``at_dpid`` when given).
 
         The ACK direction always gets ACK_CLASS on a hashed path: pure ACKs are a few percent of the bytes, and
-        a starved ACK stalls its data flow whatever the data flow's class. It is written once, so a decision
-        change costs one flow-mod per flow. A spine outside the fabric is a policy bug: ValueError."""
+        a starved ACK stalls its data flow whatever the data flow's class. It is written once, so a class change
+        costs one flow-mod per flow. A path index below 0 is a policy bug: ValueError; any other index is taken
+        modulo the flow's number of paths."""
         src, dst = self.host_by_ip.get(flow.src_ip), self.host_by_ip.get(flow.dst_ip)
         if src is None or dst is None:
             return []
-        spine = decision.spine
-        if spine is not None and not 0 <= spine < self.layout.spec.spines:
-            raise ValueError(f"spine {spine} outside 0..{self.layout.spec.spines - 1} for {flow}")
-        directions = [(flow, src, dst, cookie, decision)]
+        if decision.path is not None and decision.path < 0:
+            raise ValueError(f"path {decision.path} below 0 for {flow}")
+        rules = self._direction(flow, src, dst, cookie, decision)
         if reverse:
-            directions.append((flow.reversed(), dst, src, reverse_cookie, Decision(ACK_CLASS, None)))
+            rules += self._direction(flow.reversed(), dst, src, reverse_cookie, Decision(ACK_CLASS, None))
+        return [r for r in rules if at_dpid is None or r.dpid == at_dpid]
+
+    def _direction(self, key: FlowKey, src, dst, cookie: int, decision: Decision) -> List[Rule]:
+        dpid_of, match = self.layout.dpid_of, flow_match(key)
+        dscp = (("dscp", class_to_dscp(decision.priority_class)),)
+        path = self._chosen_path(src.leaf, dst.leaf, decision)
+        if path is None:
+            return [Rule(dpid_of[leaf_name(src.leaf)], PRIO_FLOW, match, dscp, goto_table=1, cookie=cookie)]
         rules = []
-        for key, ingress, egress, ck, d in directions:
-            dpid = leaf_dpid(ingress.leaf)
-            if at_dpid is not None and dpid != at_dpid:
-                continue
-            match = (("eth_type", IPV4), ("ip_proto", key.proto), ("ipv4_src", key.src_ip),
-                     ("ipv4_dst", key.dst_ip), ("tcp_src", key.src_port), ("tcp_dst", key.dst_port))
-            actions: Tuple[Tuple[str, int], ...] = (("dscp", class_to_dscp(d.priority_class)),)
-            if d.spine is not None and egress.leaf != ingress.leaf:
-                rules.append(Rule(dpid, PRIO_FLOW, match,
-                                  actions + (("output", self.layout.uplink_port_of_spine_index(d.spine)),),
-                                  cookie=ck))
+        for here, nxt in zip(path, path[1:]):
+            if len(self.layout.next_hops(here, dst.leaf)) < 2 and rules:
+                continue  # one way on: the forwarding table already takes it
+            action = (("output", self.layout.port(here, nxt)),)
+            if rules:
+                rules.append(Rule(dpid_of[here], PRIO_FLOW, match, action, cookie=cookie | TRANSIT_COOKIE))
             else:
-                rules.append(Rule(dpid, PRIO_FLOW, match, actions, goto_table=1, cookie=ck))
+                rules.append(Rule(dpid_of[here], PRIO_FLOW, match, dscp + action, cookie=cookie))
         return rules
+
+    def _chosen_path(self, src_leaf: int, dst_leaf: int, decision: Decision):
+        """The switch path a decision pins, or None where the forwarding table decides (hashed, or no choice)."""
+        paths = self.layout.paths(src_leaf, dst_leaf)
+        if decision.path is None or len(paths) < 2:
+            return None
+        return paths[decision.path % len(paths)]
+
+    def stale_transit_rules(self, flow: FlowKey, decision: Decision, cookie: int) -> List[Rule]:
+        """Transit rules ``flow`` may hold from an earlier decision and does not hold under ``decision`` (to be
+        deleted when a flow's path changes; none on a leaf-spine)."""
+        src, dst = self.host_by_ip.get(flow.src_ip), self.host_by_ip.get(flow.dst_ip)
+        if src is None or dst is None:
+            return []
+        kept = {r.dpid for r in self._direction(flow, src, dst, cookie, decision) if r.transit}
+        out, match = [], flow_match(flow)
+        for path in self.layout.paths(src.leaf, dst.leaf):
+            for here in path[1:-1]:
+                dpid = self.layout.dpid_of[here]
+                if dpid not in kept and len(self.layout.next_hops(here, dst.leaf)) > 1:
+                    kept.add(dpid)
+                    out.append(Rule(dpid, PRIO_FLOW, match, cookie=cookie | TRANSIT_COOKIE))
+        return out
 
 
 def changed_decisions(flows: Iterable[FlowKey], installed: Mapping[FlowKey, Decision],

@@ -61,7 +61,7 @@ class SchedulerApp(FabricApp):
         self.reaction_csv = Csv(os.path.join(self.out, "reactions.csv"),
                                 ["time", "trigger", "flowmods", "latency_s", "decide_and_send_s"])
         self.decision_csv = Csv(os.path.join(self.out, "decisions.csv"),
-                                ["time", "job", "bucket", "rank", "priority_class", "spine"])
+                                ["time", "job", "bucket", "rank", "priority_class", "path"])
         self.event_receiver = EventReceiver(cfg.events_socket)  # (RyuApp uses self.events)
         self.control = ControlServer(cfg.control_socket, {
             "status": self._status, "pin": self._pin,
@@ -77,28 +77,40 @@ class SchedulerApp(FabricApp):
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _switch_features(self, ev):
         dp = ev.msg.datapath
-        if dp.id not in self.rules.leaf_dpids and dp.id not in self.rules.spine_dpids:
+        if dp.id not in self.rules.name_of:
             LOG.warning("switch %016x is not part of the fabric; ignoring it", dp.id)
             return
         for msg in ofp.clear_switch(dp):
             dp.send_msg(msg)
+        for group in self.rules.groups(dp.id):
+            dp.send_msg(ofp.select_group_add(dp, group))
+        rules = self.rules.switch_rules(dp.id)
+        wanted = self._wanted(time.time())
+        for flow, (job, bucket, rank) in self.flows.items():
+            decision = wanted.get(flow, Decision())
+            rules += self.rules.flow_rules(flow, decision, flow_cookie(job, bucket, rank, False),
+                                           flow_cookie(job, bucket, rank, True), at_dpid=dp.id)
+            self.installed[flow] = decision
+        for flow, decision in self.pins.items():
+            rules += self.rules.flow_rules(flow, decision, PIN_COOKIE, PIN_COOKIE, at_dpid=dp.id)
         add = dp.ofproto.OFPFC_ADD
-        if dp.id in self.rules.spine_dpids:
-            rules = self.rules.spine_rules(dp.id)
-        else:
-            dp.send_msg(ofp.select_group_add(dp, self.rules.leaf_group(dp.id)))
-            rules = self.rules.leaf_rules(dp.id)
-            wanted = self._wanted(time.time())
-            for flow, (job, bucket, rank) in self.flows.items():
-                decision = wanted.get(flow, Decision())
-                rules += self.rules.flow_rules(flow, decision, flow_cookie(job, bucket, rank, False),
-                                               flow_cookie(job, bucket, rank, True), at_dpid=dp.id)
-                self.installed[flow] = decision
-            for flow, decision in self.pins.items():
-                rules += self.rules.flow_rules(flow, decision, PIN_COOKIE, PIN_COOKIE, at_dpid=dp.id)
         for rule in rules:
             dp.send_msg(ofp.flow_mod(dp, rule, add))
         self._confirm(self.batches.open("setup", time.time()), [dp])
+
+    def _send(self, rules, stale, touched: dict, modify_ingress: bool = True) -> int:
+        """Send a flow's rules (its ingress rule modified in place, so that its counters survive; transit rules
+        added) and delete its stale transit rules. Returns the number of flow-mods sent."""
+        mods = 0
+        for rule, command in [(r, "modify" if modify_ingress and not r.transit else "add") for r in rules] + \
+                [(r, "delete") for r in stale]:
+            dp = self.datapaths.get(rule.dpid)
+            if dp is None or rule.dpid not in self.ready:
+                continue
+            dp.send_msg(ofp.flow_mod(dp, rule, ofp.command(dp, command)))
+            touched[rule.dpid] = dp
+            mods += 1
+        return mods
 
     # ------------------------------------------------------------------------------------------- decisions
     def _wanted(self, now: float) -> Dict[FlowKey, Decision]:
@@ -122,20 +134,15 @@ class SchedulerApp(FabricApp):
         touched, mods, rows, now = {}, 0, [], time.time()
         for flow, d in changed.items():
             job, bucket, rank = self.flows[flow]
-            dpid = self.rules.ingress_dpid(flow.src_ip)
-            dp = self.datapaths.get(dpid)
-            if dp is not None and dpid in self.ready:
-                try:
-                    rules = self.rules.flow_rules(flow, d, flow_cookie(job, bucket, rank, False), reverse=False)
-                except ValueError as exc:  # a policy bug: keep the flow as it is and say so
-                    LOG.error("%s", exc)
-                    continue
-                for rule in rules:
-                    dp.send_msg(ofp.flow_mod(dp, rule, dp.ofproto.OFPFC_MODIFY_STRICT))
-                touched[dpid] = dp
-                mods += len(rules)
+            cookie = flow_cookie(job, bucket, rank, False)
+            try:
+                rules = self.rules.flow_rules(flow, d, cookie, reverse=False)
+            except ValueError as exc:  # a policy bug: keep the flow as it is and say so
+                LOG.error("%s", exc)
+                continue
+            mods += self._send(rules, self.rules.stale_transit_rules(flow, d, cookie), touched)
             self.installed[flow] = d
-            rows.append([f"{now:.6f}", job, bucket, rank, d.priority_class, "" if d.spine is None else d.spine])
+            rows.append([f"{now:.6f}", job, bucket, rank, d.priority_class, "" if d.path is None else d.path])
         self.decision_csv.write_many(rows)
         self.stats["flowmods"] += mods
         batch = self.batches.open(trigger, t0, mods)
@@ -201,21 +208,14 @@ class SchedulerApp(FabricApp):
         t0 = time.time()
         src, dst, sport, dport = req["flow"][:4]
         flow = FlowKey(src, dst, int(sport), int(dport))
-        decision = Decision(int(req.get("class", 0)), req.get("spine"))
+        decision = Decision(int(req.get("class", 0)), req.get("path"))
         first = flow not in self.pins
         self.pins[flow] = decision
-        touched, mods = [], 0
-        for dpid in {self.rules.ingress_dpid(flow.src_ip), self.rules.ingress_dpid(flow.dst_ip)}:
-            dp = self.datapaths.get(dpid)
-            if dp is None:
-                continue
-            command = dp.ofproto.OFPFC_ADD if first else dp.ofproto.OFPFC_MODIFY_STRICT
-            for rule in self.rules.flow_rules(flow, decision, PIN_COOKIE, PIN_COOKIE, at_dpid=dpid):
-                dp.send_msg(ofp.flow_mod(dp, rule, command))
-                mods += 1
-            touched.append(dp)
+        touched: dict = {}
+        mods = self._send(self.rules.flow_rules(flow, decision, PIN_COOKIE, PIN_COOKIE),
+                          self.rules.stale_transit_rules(flow, decision, PIN_COOKIE), touched, modify_ingress=not first)
         self.stats["flowmods"] += mods
-        self._confirm(self.batches.open("pin", t0, mods, reply_to=requester), touched)
+        self._confirm(self.batches.open("pin", t0, mods, reply_to=requester), touched.values())
 
     def summary(self) -> dict:
         lat, react = self.stats["event_latency_s"], self.stats["reactions"]

@@ -224,14 +224,15 @@ class OperationEvent:
 
 @dataclass(frozen=True)
 class Decision:
-    """What a scheduler wants for one flow: a priority class (0..7, 7 first) and a spine.
+    """What a scheduler wants for one flow: a priority class (0..7, 7 first) and a path.
 
-    ``spine`` is a 0-based spine index (0 .. spines-1) or None for the hashed (ECMP) path; it only matters
-    for flows between leaves.
+    ``path`` indexes the equal-cost paths between the flow's two leaves (``FabricView.paths``, from 0; on a
+    leaf-spine, path i goes through spine i+1), or is None for the hashed (ECMP) path; it only matters for
+    flows with a choice of path.
     """
 
     priority_class: int = 0
-    spine: Optional[int] = None
+    path: Optional[int] = None
 
     def __post_init__(self):
         if not 0 <= self.priority_class < NUM_CLASSES:

@@ -126,7 +126,7 @@ def main(argv=None) -> int:
         mods = 0
         for i in range(a.burst):
             src, dst = layout.hosts[i % 4], layout.hosts[4 + i % 4]
-            reply = tb.pin(FlowKey(src.ip, dst.ip, 50000 + i % 500, 7000), i % 8, spine=i % spec.spines)
+            reply = tb.pin(FlowKey(src.ip, dst.ip, 50000 + i % 500, 7000), i % 8, path=i % spec.spines)
             mods += reply["flowmods"]
         elapsed = time.time() - t0
         for proc in senders:

@@ -13,7 +13,7 @@ figures agree and survive greyscale printing; no titles, only axis labels and le
 * ``iteration_cdf``: CDF of iteration times, one panel per job, one line per scheduler, pooled over seeds, from
   the workers' iteration records (workers/<job>-r<rank>.jsonl; iteration k lasts as long as its slowest rank, the
   definition of workloads/truth.py). One file per condition (the first unsuffixed).
-* ``link_classes``: traffic leaving the busiest leaf towards the spines over time, stacked by priority class, for
+* ``link_classes``: traffic leaving the busiest leaf on its uplinks over time, stacked by priority class, for
   one run (``--run``, else the first successful run whose scheduler changed classes). Per-flow byte counters
   (flow_stats.csv) of forward data flows between leaves (controller.json gives each rank's host and leaf) are
   split over the classes the flow had during each polling interval (decisions.csv; class 0 before a flow's first
@@ -54,7 +54,7 @@ matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from core.fabric import leaf_dpid  # noqa: E402
+from core.fabric import leaf_name  # noqa: E402
 from testbed import results  # noqa: E402
 from testbed.results import CLUSTER, RunRecord  # noqa: E402
 
@@ -435,8 +435,8 @@ def leaf_uplink_by_class(run_dir: str, leaf: Optional[int] = None, bin_s: Option
     ctl = folder.controller_config()
     if ctl is None:
         raise Skip(f"unreadable {folder.CONTROLLER_CONFIG} in {os.path.basename(run_dir)}")
-    ip_leaf = {h.ip: h.leaf for h in ctl.layout.hosts}
-    spec = ctl.layout.spec
+    layout = ctl.layout
+    ip_leaf = {h.ip: h.leaf for h in layout.hosts}
     flow_leaves: Dict[Tuple[int, int], Tuple[int, int]] = {}  # (job index, rank) -> (src leaf, dst leaf)
     for job in ctl.jobs:
         for rank in range(job.workers):
@@ -454,7 +454,8 @@ def leaf_uplink_by_class(run_dir: str, leaf: Optional[int] = None, bin_s: Option
         leaves = flow_leaves.get((key[0], key[2]))
         if leaves is None or leaves[0] == leaves[1]:
             continue
-        pts = per_dpid.get(leaf_dpid(leaves[0])) or max(per_dpid.values(), key=lambda p: max(b for _, b in p))
+        pts = (per_dpid.get(layout.dpid_of[leaf_name(leaves[0])])
+               or max(per_dpid.values(), key=lambda p: max(b for _, b in p)))
         increments[leaves[0]].append((key, counter_increments(pts)))
     totals = {lf: sum(d for _, inc in flows for _, _, d in inc) for lf, flows in increments.items()}
     if not totals or max(totals.values()) <= 0:
@@ -482,15 +483,17 @@ def leaf_uplink_by_class(run_dir: str, leaf: Optional[int] = None, bin_s: Option
     by_class = {c: v * scale for c, v in sorted(by_class.items())}
 
     ports = None
+    # The leaf's uplinks: its ports that face other switches, from the fabric's graph.
+    up_ports = {port for port, _nxt in layout.neighbours[leaf_name(leaf)]}
     uplinks = {port: pts for (dpid, port), pts in folder.port_series("tx_bytes").items()
-               if dpid == leaf_dpid(leaf) and port > spec.hosts_per_leaf}
+               if dpid == layout.dpid_of[leaf_name(leaf)] and port in up_ports}
     if uplinks:
         ports = np.zeros(nbins)
         for pts in uplinks.values():
             for a, b, d in counter_increments(pts):
                 _spread(ports, t0, width, a, b, d)
         ports *= scale
-    capacity = spec.spines * spec.fabric_rate_mbps
+    capacity = len(up_ports) * layout.spec.fabric_rate_mbps
     return UplinkTraffic(leaf, t0, width, by_class, ports, capacity, len(flows))
 
 
@@ -558,7 +561,7 @@ def fig_link_classes(res: Results, out: str, formats: Sequence[str], run: Option
         fig.legend(loc="outside upper center", ncol=2)
     files = save(fig, out, "link_classes", formats)
     classes = ", ".join(str(c) for c in tr.by_class)
-    caption = (f"Traffic from leaf {tr.leaf} (the busiest) to the spines over time in run `{rec.id}` "
+    caption = (f"Traffic from leaf {tr.leaf} (the busiest) on its uplinks over time in run `{rec.id}` "
                f"({rec.params.get('scheduler')}): the {tr.flows} forward data flows between leaves that enter the "
                f"fabric at this leaf, from their byte counters (flow_stats.csv) in {tr.width:g} s bins, stacked by "
                f"the priority class each flow had at the time (decisions.csv; class 0 before a flow's first "

@@ -142,18 +142,6 @@ def configured_port_rates(tb) -> Dict[tuple, float]:
     return {(dpid, port): rate for _name, dpid, port, rate in tb.layout.egress_ports()}
 
 
-def peer_ports(tb) -> Dict[tuple, tuple]:
-    """(dpid, port) -> (dpid, port) at the other end, for links between switches."""
-    from core.fabric import leaf_dpid, spine_dpid
-    spec, out = tb.spec, {}
-    for leaf in range(1, spec.leaves + 1):
-        for spine in range(1, spec.spines + 1):
-            up = (leaf_dpid(leaf), spec.hosts_per_leaf + spine)
-            down = (spine_dpid(spine), leaf)
-            out[up], out[down] = down, up
-    return out
-
-
 def port_rate_series(folder: RunFolder, window_s: float = 2.0, column: str = "tx_bytes") -> Dict[tuple, List[tuple]]:
     """(dpid, port) -> [(time, Mbit/s over the last ``window_s``)] of one counter column of port_stats.csv.
 
@@ -221,7 +209,7 @@ def fidelity(folder: RunFolder, tb, cpu0, cpu1, wall_s: float, tcp0=None, tcp1=N
                             f"timings may be distorted")
     if folder.has(RunFolder.PORT_STATS):
         rates = configured_port_rates(tb)
-        peers = peer_ports(tb)
+        peers = tb.layout.peer_ports()
         tx = port_rate_series(folder, column="tx_bytes")
         rx = port_rate_series(folder, column="rx_bytes")
         ports = []

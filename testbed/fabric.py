@@ -1,4 +1,4 @@
-"""Bring the emulated world up and down: Open vSwitch leaf-spine, Ryu controller process, priority classes.
+"""Bring the emulated world up and down: Open vSwitch fabric (leaf-spine or fat-tree), Ryu controllers, classes.
 
 ``Testbed`` is a context manager used by the runner, the root tests and the benchmarks::
 
@@ -36,7 +36,7 @@ from core.config import DEFAULT_POLL_INTERVAL_S, ControllerConfig
 from core.fabric import FabricLayout, FabricSpec
 from core.model import FlowKey, JobSpec
 from testbed import qos, state
-from testbed.topo import LeafSpine
+from testbed.topo import FabricTopo
 
 LOG = logging.getLogger("flux.testbed")
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -362,9 +362,9 @@ class Testbed:
     def request(self, payload: dict, timeout: float = 5.0, role: str = "scheduler") -> dict:
         return self.clients[role].request(payload, timeout)
 
-    def pin(self, flow: FlowKey, priority_class: int, spine: Optional[int] = None) -> dict:
+    def pin(self, flow: FlowKey, priority_class: int, path: Optional[int] = None) -> dict:
         """Give one flow a fixed class (and path) through the controller; returns once the switch confirmed."""
-        reply = self.request({"op": "pin", "flow": flow.as_list(), "class": priority_class, "spine": spine})
+        reply = self.request({"op": "pin", "flow": flow.as_list(), "class": priority_class, "path": path})
         if not reply.get("ok"):
             raise TestbedError(f"pinning {flow} failed: {reply.get('error')}")
         return reply
@@ -418,9 +418,7 @@ class Testbed:
         from mininet.node import OVSSwitch
 
         setLogLevel(os.environ.get("FLUX_MININET_LOG", "warning"))
-        s = self.spec
-        topo = LeafSpine(spines=s.spines, leaves=s.leaves, hosts_per_leaf=s.hosts_per_leaf,
-                         host_rate_mbps=s.host_rate_mbps, fabric_rate_mbps=s.fabric_rate_mbps)
+        topo = FabricTopo(self.spec)
         switch = partial(OVSSwitch, datapath=self.datapath, protocols="OpenFlow13", failMode="secure")
         self.net = Mininet(topo=topo, switch=switch, link=Link, build=False, autoSetMacs=False,
                            controller=None, waitConnected=False)
@@ -521,8 +519,8 @@ class Testbed:
                       warmup: float = 1.0) -> dict:
         """Two bulk flows into one host port, in different classes; returns both goodputs and the high share.
 
-        Both senders sit on the first leaf and send to a third host there, so the congested port is the leaf's
-        egress port towards the receiver (2 x the host rate offered into 1 x)."""
+        The first two hosts (on the first leaf) send to the third, so the congested port is the egress port
+        towards the receiver on its leaf (2 x the host rate offered into 1 x)."""
         hosts = self.layout.hosts
         if len(hosts) < 3:
             raise TestbedError("the priority check needs at least 3 hosts")

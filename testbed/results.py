@@ -10,6 +10,8 @@ Schema versions of ``summary.json``:
 * 1 (no ``schema_version`` key): summaries written before the field existed; read as version 1.
 * 2: ``schema_version``, ``config.engine`` (what produced the run) and ``config.flags`` (every runner flag by
   name) added.
+* 3: ``config.fabric.topology`` and ``config.fabric.k`` added (a second topology family); decisions.csv's
+  ``spine`` column is now ``path``.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from core.config import ControllerConfig
 from core.model import JobSpec
 from workloads import truth
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 Series = List[Tuple[float, int]]  # (time, cumulative counter value), sorted by time
 FlowId = Tuple[int, int, int]      # (job index, bucket, rank)

@@ -40,7 +40,7 @@ import time  # noqa: E402
 from typing import List, Optional, Tuple  # noqa: E402
 
 from core.config import DEFAULT_POLL_INTERVAL_S  # noqa: E402
-from core.fabric import FabricLayout, FabricSpec  # noqa: E402
+from core.fabric import DEFAULT_FATTREE_K, TOPOLOGIES, FabricLayout, FabricSpec  # noqa: E402
 from testbed import qos, state  # noqa: E402
 
 LOG = logging.getLogger("flux.run")
@@ -66,7 +66,7 @@ def scheduler_names() -> List[str]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="run.py",
-        description="Run one multi-tenant training experiment on an emulated leaf-spine fabric under one "
+        description="Run one multi-tenant training experiment on an emulated fabric (leaf-spine or fat-tree) under one "
                     "scheduler, and write results/<run-id>/ (summary.json, counter time series, worker logs).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         epilog="Exit codes: 0 ok; 1 failed run (workers, a controller, the time limit); 2 bad input; 3 completed "
@@ -87,11 +87,22 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--time-limit", type=float, default=900.0, metavar="S",
                    help="abort the workload after this many seconds")
     t = p.add_argument_group("fabric")
-    t.add_argument("--spines", type=int, default=2, help="number of spine switches")
-    t.add_argument("--leaves", type=int, default=4, help="number of leaf switches")
-    t.add_argument("--hosts-per-leaf", type=int, default=4, help="hosts (one GPU worker each) per leaf")
+    t.add_argument("--topology", choices=TOPOLOGIES, default="leafspine",
+                   help="fabric family: leafspine (--spines, --leaves, --hosts-per-leaf) or a 3-tier k-ary fattree "
+                        "(--k)")
+    # (No default shown for the shape flags: each applies to one family, and giving it for the other is an error.)
+    leafspine = FabricSpec()
+    t.add_argument("--spines", type=int, default=argparse.SUPPRESS,
+                   help=f"leaf-spine: number of spine switches (default {leafspine.spines})")
+    t.add_argument("--leaves", type=int, default=argparse.SUPPRESS,
+                   help=f"leaf-spine: number of leaf switches (default {leafspine.leaves})")
+    t.add_argument("--hosts-per-leaf", type=int, default=argparse.SUPPRESS,
+                   help=f"leaf-spine: hosts (one GPU worker each) per leaf (default {leafspine.hosts_per_leaf})")
+    t.add_argument("--k", type=int, default=argparse.SUPPRESS,
+                   help=f"fat-tree: arity, even (default {DEFAULT_FATTREE_K}: 16 hosts, 20 switches)")
     t.add_argument("--host-rate", type=float, default=10.0, metavar="MBPS", help="host-leaf link rate, Mbit/s")
-    t.add_argument("--fabric-rate", type=float, default=10.0, metavar="MBPS", help="leaf-spine link rate, Mbit/s")
+    t.add_argument("--fabric-rate", type=float, default=10.0, metavar="MBPS",
+                   help="switch-to-switch link rate, Mbit/s")
     t.add_argument("--class-floor", type=float, default=qos.DEFAULT_FLOOR, metavar="F",
                    help="guaranteed share of the link per priority class (keeps starved TCP flows alive)")
     t.add_argument("--class-mode", choices=qos.CLASS_MODES, default="strict",
@@ -123,8 +134,8 @@ def validate(args) -> dict:
         params = parse_params(args.param)
     except ValueError as exc:
         raise BadInput(f"--param: {exc}")
-    spec = FabricSpec(args.spines, args.leaves, args.hosts_per_leaf, args.host_rate, args.fabric_rate)
     try:
+        spec = fabric_spec(args)
         spec.validate()
         for rate in sorted({args.host_rate, args.fabric_rate}):
             qos.tree_commands("x", rate, args.class_floor, args.queue_ms, args.class_mode)
@@ -156,15 +167,36 @@ def validate(args) -> dict:
         import dataclasses
         jobs = [dataclasses.replace(j, iterations=args.iterations) for j in jobs]
     from controller.schedulers.registry import make_scheduler
-    from core.fabric import FabricView
-    view = FabricView(spec.spines, spec.leaves, tuple((h.ip, h.leaf - 1) for h in layout.hosts),
-                      spec.host_rate_mbps, spec.fabric_rate_mbps)
     try:
-        make_scheduler(args.scheduler, view, jobs, params)
+        make_scheduler(args.scheduler, layout.view(), jobs, params)
     except ValueError as exc:
         raise BadInput(str(exc))
     return {"spec": spec, "layout": layout, "params": params, "scenario_path": os.path.abspath(path),
             "scenario": resolved, "jobs": jobs}
+
+
+def fabric_spec(args) -> FabricSpec:
+    """The fabric of the flags; records the shape actually used back into ``args`` (and so into config.flags).
+    ValueError when a shape flag of the other family is given."""
+    shape = {name: getattr(args, name, None) for name in ("spines", "leaves", "hosts_per_leaf", "k")}
+    if args.topology == "fattree":
+        given = [f"--{n.replace('_', '-')}" for n in ("spines", "leaves", "hosts_per_leaf") if shape[n] is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)}: leaf-spine only; a fat-tree's shape is --k")
+        spec = FabricSpec.fattree(DEFAULT_FATTREE_K if shape["k"] is None else shape["k"],
+                                  args.host_rate, args.fabric_rate)
+        args.spines = args.leaves = args.hosts_per_leaf = None
+        args.k = spec.k
+        return spec
+    if shape["k"] is not None:
+        raise ValueError("--k: fat-tree only (add --topology fattree)")
+    d = FabricSpec()
+    spec = FabricSpec(d.spines if shape["spines"] is None else shape["spines"],
+                      d.leaves if shape["leaves"] is None else shape["leaves"],
+                      d.hosts_per_leaf if shape["hosts_per_leaf"] is None else shape["hosts_per_leaf"],
+                      args.host_rate, args.fabric_rate)
+    args.spines, args.leaves, args.hosts_per_leaf, args.k = spec.spines, spec.leaves, spec.hosts_per_leaf, None
+    return spec
 
 
 def check_out_dir(out: str) -> None:
@@ -286,8 +318,8 @@ def run(args, resolved: dict) -> int:
     code = EXIT_FAILED
     unexpected = False
     try:
-        LOG.info("[1/4] fabric: %d spines, %d leaves, %d hosts, host %g / fabric %g Mbit/s "
-                 "(oversubscription %.2f:1), %s datapath, scheduler %s", spec.spines, spec.leaves, spec.hosts,
+        LOG.info("[1/4] fabric: %s, %d hosts, host %g / fabric %g Mbit/s "
+                 "(oversubscription %.2f:1), %s datapath, scheduler %s", spec.describe(), spec.hosts,
                  spec.host_rate_mbps, spec.fabric_rate_mbps, spec.oversubscription, tb.datapath, args.scheduler)
         tb.start()
         summary.timings = dict(tb.timings)

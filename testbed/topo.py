@@ -1,10 +1,11 @@
-"""Leaf-spine fabric as a pure Mininet topology graph, built from core.fabric's layout.
+"""The fabric as a pure Mininet topology graph, built from core.fabric's layout (leaf-spine or fat-tree).
 
-``LeafSpine`` only adds nodes and links (with their rates as link options), so it can be built and inspected
-without root. Every leaf connects to every spine; hosts hang off leaves. Names, DPIDs, addresses and port numbers
-come from ``core.fabric.FabricLayout``; links are added in the order that gives those port numbers.
+``FabricTopo`` only adds nodes and links (with their rates as link options), so it can be built and inspected
+without root. Nodes, DPIDs, addresses, links and their port numbers are copied from ``core.fabric.FabricLayout``,
+the one description of the graph that the controller and the analysis also read.
 
-Also usable as ``sudo mn --custom testbed/topo.py --topo leafspine,2,4,4 --switch ovs,datapath=user --controller none``.
+Also usable as ``sudo mn --custom testbed/topo.py --topo leafspine,2,4,4 --switch ovs,datapath=user --controller none``
+(or ``--topo fattree,4``).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import sys
 if __package__ in (None, ""):  # loaded by ``mn --custom testbed/topo.py``: make the project importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from core.fabric import FabricLayout, FabricSpec, leaf_dpid, leaf_name, spine_dpid, spine_name  # noqa: E402
+from core.fabric import FabricLayout, FabricSpec, leaf_name  # noqa: E402
 
 try:  # The graph is importable without mininet (e.g. in tests of pure code).
     from mininet.topo import Topo
@@ -36,32 +37,33 @@ except ImportError:  # pragma: no cover
             self._links.append((a, b, opts))
 
 
-class LeafSpine(Topo):
-    """Leaf-spine topology: every leaf linked to every spine, ``hosts_per_leaf`` hosts on each leaf.
+class FabricTopo(Topo):
+    """The graph of a ``FabricSpec``: switches, hosts on their leaves, switch-to-switch links on their ports.
 
     Link options carry ``bw`` (Mbit/s) for reference; the testbed shapes links with its own priority trees
     (testbed/qos.py) rather than TCLink's, so plain links are used.
     """
 
-    def build(self, spines=2, leaves=4, hosts_per_leaf=4, host_rate_mbps=10.0, fabric_rate_mbps=10.0):
-        spec = FabricSpec(int(spines), int(leaves), int(hosts_per_leaf), float(host_rate_mbps),
-                          float(fabric_rate_mbps))
+    def build(self, spec: FabricSpec = FabricSpec()):
         spec.validate()
         self.spec = spec
-        layout = FabricLayout.from_spec(spec)
-        self.layout = layout
-        spine_names = [self.addSwitch(spine_name(i), dpid="%016x" % spine_dpid(i), protocols="OpenFlow13")
-                       for i in range(1, spec.spines + 1)]
-        leaf_names = [self.addSwitch(leaf_name(i), dpid="%016x" % leaf_dpid(i), protocols="OpenFlow13")
-                      for i in range(1, spec.leaves + 1)]
-        # Host links first, so leaf ports 1..K face hosts (FabricLayout relies on this order).
+        self.layout = layout = FabricLayout.from_spec(spec)
+        for switch in layout.switches:
+            self.addSwitch(switch.name, dpid="%016x" % switch.dpid, protocols="OpenFlow13")
         for h in layout.hosts:
             self.addHost(h.name, ip=h.ip + "/8", mac=h.mac)
-            self.addLink(h.name, leaf_names[h.leaf - 1], port2=h.leaf_port, bw=spec.host_rate_mbps)
-        for li, leaf in enumerate(leaf_names, start=1):
-            for si, spine in enumerate(spine_names, start=1):
-                self.addLink(leaf, spine, port1=layout.leaf_uplink_port(si), port2=layout.spine_port(li),
-                             bw=spec.fabric_rate_mbps)
+            self.addLink(h.name, leaf_name(h.leaf), port2=h.leaf_port, bw=spec.host_rate_mbps)
+        for link in layout.links:
+            self.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port, bw=spec.fabric_rate_mbps)
 
 
-topos = {"leafspine": LeafSpine}
+def leafspine(spines=2, leaves=4, hosts_per_leaf=4, host_rate_mbps=10.0, fabric_rate_mbps=10.0) -> FabricTopo:
+    return FabricTopo(FabricSpec(int(spines), int(leaves), int(hosts_per_leaf), float(host_rate_mbps),
+                                 float(fabric_rate_mbps)))
+
+
+def fattree(k=4, host_rate_mbps=10.0, fabric_rate_mbps=10.0) -> FabricTopo:
+    return FabricTopo(FabricSpec.fattree(int(k), float(host_rate_mbps), float(fabric_rate_mbps)))
+
+
+topos = {"leafspine": leafspine, "fattree": fattree}

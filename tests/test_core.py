@@ -35,10 +35,12 @@ def test_percentile_matches_numpy_and_says_none_for_nothing():
 def test_the_schedulers_view_numbers_leaves_from_zero():
     layout = FabricLayout.from_spec(FabricSpec(spines=2, leaves=3, hosts_per_leaf=2))
     view = layout.view()
-    assert view.spines == 2 and view.leaves == 3
+    assert len(view.leaf_names) == 3 and view.max_paths == 2
     for host in layout.hosts:
         assert view.leaf_of(host.ip) == host.leaf - 1
-    assert layout.uplink_port_of_spine_index(0) == layout.leaf_uplink_port(1) == 3
+    # Path i between two leaves goes through spine i+1, on the leaf ports after the hosts'.
+    assert view.paths("10.0.0.1", "10.0.0.3") == (("lf1", "sp1", "lf2"), ("lf1", "sp2", "lf2"))
+    assert layout.port("lf1", "sp1") == 3 and layout.port("sp2", "lf3") == 3
 
 
 def test_controller_config_round_trips():

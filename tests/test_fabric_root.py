@@ -47,7 +47,7 @@ def test_priority_isolation_on_congested_port(fabric):
 
 def test_pin_reaction_is_confirmed_by_barrier(fabric):
     flow = FlowKey("10.0.0.1", "10.0.0.4", 43000, 5300)
-    reply = fabric.pin(flow, 5, spine=1)
+    reply = fabric.pin(flow, 5, path=1)
     assert reply["ok"] and reply["flowmods"] == 2  # forward rule at lf1, ACK-direction rule at lf2
     assert reply["latency_s"] < 0.5
     dump = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "lf1"], capture_output=True,

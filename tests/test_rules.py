@@ -7,14 +7,14 @@ from controller.rules import (
     ACK_CLASS,
     FLOW_COOKIE,
     PRIO_FLOW,
-    SELECT_GROUP,
+    TRANSIT_COOKIE,
     RuleCompiler,
     changed_decisions,
     decode_cookie,
     flow_cookie,
 )
 from core.classes import class_to_dscp
-from core.fabric import FabricLayout, FabricSpec, leaf_dpid, spine_dpid
+from core.fabric import FabricLayout, FabricSpec, aggregation_dpid, core_dpid, leaf_dpid, spine_dpid
 from core.model import Decision, FlowKey
 
 LAYOUT = FabricLayout.from_spec(FabricSpec(spines=2, leaves=2, hosts_per_leaf=2))
@@ -31,41 +31,89 @@ def test_cookies_round_trip():
 
 
 def test_spines_send_every_host_address_towards_its_leaf():
-    rules = RULES.spine_rules(spine_dpid(1))
-    out = {dict(r.match)["ipv4_dst"]: r.actions for r in rules}
+    rules = RULES.switch_rules(spine_dpid(1))
+    assert RULES.groups(spine_dpid(1)) == []
+    out = {dict(r.match)["ipv4_dst"]: r.actions for r in rules if r.table == 1}
     assert out == {h.ip: (("output", h.leaf),) for h in LAYOUT.hosts}
+    table0 = [r for r in rules if r.table == 0]
+    assert all(r.goto_table == 1 and r.actions == () for r in table0)  # the DSCP from the ingress leaf is kept
 
 
 def test_leaves_mark_host_traffic_class_0_and_hash_remote_destinations():
     dpid = leaf_dpid(1)
-    rules = RULES.leaf_rules(dpid)
+    (group,) = RULES.groups(dpid)
+    assert group.ports == (3, 4)                                     # ECMP over the spines
+    rules = RULES.switch_rules(dpid)
     from_hosts = [r for r in rules if dict(r.match).get("in_port") in (1, 2)]
+    assert len(from_hosts) == 2
     assert all(r.actions == (("dscp", 0),) and r.goto_table == 1 for r in from_hosts)
     table1 = {dict(r.match)["ipv4_dst"]: r.actions for r in rules if r.table == 1}
     assert table1["10.0.0.2"] == (("output", 2),)                 # local host: its port
-    assert table1["10.0.0.3"] == (("group", SELECT_GROUP),)       # remote: ECMP over the spines
-    assert RULES.leaf_group(dpid).ports == (3, 4)
+    assert table1["10.0.0.3"] == (("group", group.group_id),)     # remote: ECMP over the spines
 
 
 def test_a_decision_becomes_one_rule_at_the_ingress_leaf_and_its_acks_ride_the_top_class():
     rules = RULES.flow_rules(CROSS, Decision(5, 1), cookie=11, reverse_cookie=12)
     forward, ack = rules
     assert forward.dpid == leaf_dpid(1) and forward.priority == PRIO_FLOW and forward.cookie == 11
-    assert forward.actions == (("dscp", class_to_dscp(5)), ("output", LAYOUT.uplink_port_of_spine_index(1)))
-    assert forward.goto_table is None
+    assert forward.actions == (("dscp", class_to_dscp(5)), ("output", LAYOUT.port("lf1", "sp2")))
+    assert forward.goto_table is None and not forward.transit
     assert ack.dpid == leaf_dpid(2) and ack.cookie == 12
     assert ack.actions == (("dscp", class_to_dscp(ACK_CLASS)),) and ack.goto_table == 1
     assert dict(ack.match)["ipv4_src"] == CROSS.dst_ip and dict(ack.match)["tcp_dst"] == CROSS.src_port
-    # Only the forward rule changes later; a spine does not apply inside a leaf.
+    # Only the forward rule changes later; a path does not apply inside a leaf; a spine has nothing to choose.
     assert len(RULES.flow_rules(CROSS, Decision(2), 11, reverse=False)) == 1
+    assert RULES.stale_transit_rules(CROSS, Decision(2), 11) == []
     (local,) = RULES.flow_rules(LOCAL, Decision(3, 0), 13, reverse=False)
     assert local.actions == (("dscp", class_to_dscp(3)),) and local.goto_table == 1
     assert [r.dpid for r in RULES.flow_rules(CROSS, Decision(), 1, 2, at_dpid=leaf_dpid(2))] == [leaf_dpid(2)]
 
 
-def test_a_spine_outside_the_fabric_is_refused_not_wrapped():
-    with pytest.raises(ValueError, match="spine 2 outside 0..1"):
-        RULES.flow_rules(CROSS, Decision(1, 2), 1)
+def test_a_negative_path_is_refused_and_others_wrap_over_the_flows_paths():
+    with pytest.raises(ValueError, match="path -1 below 0"):
+        RULES.flow_rules(CROSS, Decision(1, -1), 1)
+    (wrapped,) = RULES.flow_rules(CROSS, Decision(1, 3), 1, reverse=False)   # 2 spines: path 3 is path 1
+    assert ("output", LAYOUT.port("lf1", "sp2")) in wrapped.actions
+
+
+FAT = FabricLayout.from_spec(FabricSpec.fattree(4))
+FAT_RULES = RuleCompiler(FAT)
+INTER_POD = FlowKey("10.0.0.1", "10.0.0.5", 20001, 10000)   # h1 (lf1, pod 0) -> h5 (lf3, pod 1)
+INTRA_POD = FlowKey("10.0.0.1", "10.0.0.3", 20001, 10000)   # h1 (lf1) -> h3 (lf2), both in pod 0
+
+
+def test_fattree_forwarding_hashes_upwards_and_goes_straight_down():
+    (edge_group,) = FAT_RULES.groups(leaf_dpid(1))
+    assert edge_group.ports == (3, 4)                          # the pod's two aggregation switches
+    (agg_group,) = FAT_RULES.groups(aggregation_dpid(1))
+    assert agg_group.ports == (3, 4)                           # ag1's two cores
+    assert FAT_RULES.groups(core_dpid(1)) == []
+    agg = {dict(r.match)["ipv4_dst"]: r.actions for r in FAT_RULES.switch_rules(aggregation_dpid(1)) if r.table == 1}
+    assert agg["10.0.0.3"] == (("output", 2),)                 # down to lf2 (its port 2)
+    assert agg["10.0.0.5"] == (("group", agg_group.group_id),)  # up, hashed over the cores
+    core = {dict(r.match)["ipv4_dst"]: r.actions for r in FAT_RULES.switch_rules(core_dpid(1)) if r.table == 1}
+    assert core["10.0.0.5"] == (("output", 2),)                # pod 1 hangs off core port 2
+    assert len(FAT.paths(1, 3)) == 4 and len(FAT.paths(1, 2)) == 2 and FAT.paths(1, 1) == (("lf1",),)
+
+
+def test_a_fattree_path_needs_a_transit_rule_where_the_path_still_has_a_choice():
+    for index, path in enumerate(FAT.paths(1, 3)):
+        rules = FAT_RULES.flow_rules(INTER_POD, Decision(4, index), cookie=FLOW_COOKIE, reverse=False)
+        ingress, transit = rules
+        assert ingress.dpid == leaf_dpid(1) and ingress.actions[0] == ("dscp", class_to_dscp(4))
+        assert ingress.actions[1] == ("output", FAT.port("lf1", path[1]))
+        assert transit.dpid == FAT.dpid_of[path[1]] and transit.transit
+        assert transit.actions == (("output", FAT.port(path[1], path[2])),)   # the DSCP is not touched again
+        assert decode_cookie(transit.cookie) is None and transit.cookie & TRANSIT_COOKIE
+        # The other aggregation switch may hold a transit rule from an earlier path: it is deleted.
+        (stale,) = FAT_RULES.stale_transit_rules(INTER_POD, Decision(4, index), FLOW_COOKIE)
+        assert stale.dpid != transit.dpid and stale.dpid in (aggregation_dpid(1), aggregation_dpid(2))
+    # Hashed: only the ingress rule, and both aggregation switches' transit rules go.
+    assert len(FAT_RULES.flow_rules(INTER_POD, Decision(4), 1, reverse=False)) == 1
+    assert {r.dpid for r in FAT_RULES.stale_transit_rules(INTER_POD, Decision(4), 1)} == \
+        {aggregation_dpid(1), aggregation_dpid(2)}
+    # Inside a pod the aggregation switch has one way down: no transit rule.
+    assert len(FAT_RULES.flow_rules(INTRA_POD, Decision(4, 1), 1, reverse=False)) == 1
 
 
 def test_only_changed_decisions_are_rewritten():

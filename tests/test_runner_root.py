@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from core.fabric import FABRIC_NAME
 from testbed import state
 
 pytestmark = pytest.mark.root
@@ -22,13 +23,13 @@ SMALL = ["--spines", "1", "--leaves", "2", "--hosts-per-leaf", "2", "--scenario"
 
 def our_bridges():
     out = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout.split()
-    return [b for b in out if b.startswith(("sp", "lf"))]
+    return [b for b in out if FABRIC_NAME.fullmatch(b)]
 
 
 def assert_clean(recorded=None):
     assert not os.path.exists(state.STATE_FILE)
     assert our_bridges() == []
-    assert not [i for i in os.listdir("/sys/class/net") if i.startswith(("sp", "lf")) and "-eth" in i]
+    assert not [i for i in os.listdir("/sys/class/net") if FABRIC_NAME.fullmatch(i) and "-eth" in i]
     if recorded:
         assert state.leftovers(recorded) == []
     with open("/proc/sys/net/unix/max_dgram_qlen") as f:
@@ -48,14 +49,16 @@ def wait_for_hosts(proc, timeout=60):
     raise AssertionError("the runner did not build the network in time")
 
 
+@pytest.mark.parametrize("topology", ["leafspine", "fattree"])
 @pytest.mark.parametrize("scheduler", ["ecmp", "bytescheduler", "crux", "flux"])
-def test_every_scheduler_runs_the_default_scenario(tmp_path, scheduler):
+def test_every_scheduler_runs_the_default_scenario(tmp_path, scheduler, topology):
     out = tmp_path / scheduler
-    r = subprocess.run(RUN + ["--scheduler", scheduler, "--iterations", "3", "--out", str(out), "-q"],
-                       capture_output=True, text=True, timeout=400)
+    r = subprocess.run(RUN + ["--scheduler", scheduler, "--topology", topology, "--iterations", "3", "--out",
+                              str(out), "-q"], capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stdout + r.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["ok"] and summary["config"]["scheduler"] == scheduler
+    assert summary["config"]["fabric"]["topology"] == topology
     assert summary["checks"]["reachability"]["failed"] == []
     assert summary["checks"]["priority"]["high_share"] >= 0.8
     assert len(summary["jobs"]) == 2

@@ -16,7 +16,7 @@ from controller.schedulers.compression import compress, compress_log
 from controller.schedulers.crux import CruxScheduler, job_intensity, overlap_window, select_paths
 from controller.schedulers.flux import FluxScheduler
 from controller.schedulers.registry import SCHEDULERS, make_scheduler, parse_params, scheduler_names
-from core.fabric import FabricView
+from core.fabric import FabricLayout, FabricSpec, FabricView
 from core.model import Bucket, Decision, JobSpec, ModelProfile, OperationEvent, OperationId
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "schedulers.md"
@@ -26,8 +26,8 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "schedulers.md"
 
 
 def make_fabric(spines=2, leaves=2, per_leaf=4, host_mbps=10.0, fabric_mbps=20.0) -> FabricView:
-    host_leaf = tuple((f"10.0.0.{i + 1}", i // per_leaf) for i in range(leaves * per_leaf))
-    return FabricView(spines, leaves, host_leaf, host_mbps, fabric_mbps)
+    """Hosts 10.0.0.1.. numbered leaf by leaf, as in every fabric the testbed builds."""
+    return FabricLayout.from_spec(FabricSpec(spines, leaves, per_leaf, host_mbps, fabric_mbps)).view()
 
 
 def make_model(name="m", buckets=4, bucket_bytes=250_000, forward_s=0.01, backward_s=0.02) -> ModelProfile:
@@ -81,7 +81,7 @@ def test_bytescheduler_first_layer_buckets_get_higher_class_in_every_job():
         classes = [job_class(rules, job, bucket) for bucket in range(len(job.model.buckets))]
         assert classes == sorted(classes) and len(set(classes)) == len(classes)
         assert classes[0] == 0 and classes[-1] == 7  # first layers (highest index) most urgent
-        assert all(rules[f].spine is None for bk in range(len(job.model.buckets)) for f in job.flows(bk))
+        assert all(rules[f].path is None for bk in range(len(job.model.buckets)) for f in job.flows(bk))
     assert len(rules) == 2 * 4 + 3 * 6  # every flow of every bucket, up front
 
 
@@ -148,7 +148,7 @@ def test_crux_least_loaded_spine_spreads_jobs():
     rules = CruxScheduler(fabric, jobs).decide(0.0)
     spines = []
     for job in jobs:
-        used = {rules[f].spine for b in range(4) for f in job.flows(b)}
+        used = {rules[f].path for b in range(4) for f in job.flows(b)}
         assert len(used) == 1  # one spine per job
         spines.append(used.pop())
     assert sorted(spines) == [0, 0, 1, 1]
@@ -162,12 +162,12 @@ def test_crux_intra_leaf_hops_stay_hashed_and_hop_mode_balances():
     fabric = make_fabric()
     local = make_job(0, [1, 2, 3], make_model())
     rules = CruxScheduler(fabric, [local]).decide(0.0)
-    assert all(d.spine is None for d in rules.values())
+    assert all(d.path is None for d in rules.values())
     # Four ranks alternating leaves: four cross-leaf hops; per-hop choice uses both spines.
     ring = make_job(1, [1, 5, 2, 6], make_model())
     paths = select_paths(fabric, [ring], {1: 1.0}, mode="hop")
     assert {paths[(1, r)] for r in range(4)} == {0, 1}
-    assert all(d.spine is None for d in CruxScheduler(fabric, [ring], {"paths": "hashed"}).decide(0).values())
+    assert all(d.path is None for d in CruxScheduler(fabric, [ring], {"paths": "hashed"}).decide(0).values())
 
 
 def test_compress_twelve_keys_into_eight_classes_keeps_order_and_separates_contenders():
@@ -238,7 +238,7 @@ def test_flux_lifts_a_stalling_light_job_above_an_intensive_job_with_slack():
     assert job_class(rules, light, 3) > job_class(rules, heavy, 3) >= 1
     # Flows of buckets with no live operation rest below the stalled operation, and keep the job's spine.
     assert 1 <= job_class(rules, light, 0) < job_class(rules, light, 3)
-    assert rules[heavy.flow(0, 0)].spine is not None
+    assert rules[heavy.flow(0, 0)].path is not None
 
 
 def test_flux_intensity_decides_between_equally_urgent_operations():
@@ -357,7 +357,7 @@ def test_flux_without_events_rests_by_intensity():
     # No operation is live: every flow rests at its job's intensity, the intensive job above the light one.
     assert len({job_class(rules, heavy, b) for b in range(len(heavy.model.buckets))}) == 1
     assert job_class(rules, heavy, 0) > job_class(rules, light, 0) >= 1
-    assert {d.spine for d in rules.values()} == {0, 1}  # the two cross-leaf jobs on different spines
+    assert {d.path for d in rules.values()} == {0, 1}  # the two cross-leaf jobs on different spines
     assert flux.decide(0.1) == rules and flux.period_s == 0.1
 
 
@@ -459,3 +459,38 @@ def test_flux_banded_mode_never_interleaves_jobs():
     assert min(job_class(rules, heavy, b) for b in range(len(heavy.model.buckets))) >= hlo
     with pytest.raises(ValueError, match="mode"):
         FluxScheduler(fabric, [heavy, light], {"mode": "nonsense"})
+
+
+# -- a second topology family ----------------------------------------------------------------------------------
+
+
+def test_crux_spreads_jobs_over_a_fattrees_equal_cost_paths():
+    """Two rings with one rank in every pod, both starting on lf1: every hop has 4 paths (2 aggregation switches
+    x 2 cores). Jobs take the least-loaded path in priority order, so the second avoids all of the first's
+    switch-to-switch links, and the decisions name those paths."""
+    from controller.schedulers.crux import job_link_bytes
+    fabric = FabricLayout.from_spec(FabricSpec.fattree(4)).view()
+    assert fabric.max_paths == 4
+    model = make_model(bucket_bytes=500_000)
+    jobs = [make_job(0, [1, 5, 9, 13], model), make_job(1, [2, 6, 10, 14], make_model(bucket_bytes=250_000))]
+    crux = CruxScheduler(fabric, jobs)
+    rules = crux.decide(0.0)
+    links = []
+    for job in jobs:
+        used = {rules[f].path for b in range(4) for f in job.flows(b)}
+        assert len(used) == 1 and None not in used           # one path index per job
+        paths = {(job.index, r): used.copy().pop() for r in range(job.workers)}
+        links.append({e for e, b in job_link_bytes(fabric, job, paths=paths).items()
+                      if b > 0 and not fabric.is_host_link(e)})
+    assert links[0] and links[1] and not links[0] & links[1]
+
+
+@pytest.mark.parametrize("name", ["ecmp", "bytescheduler", "crux", "flux"])
+def test_every_scheduler_decides_on_a_fattree(name):
+    fabric = FabricLayout.from_spec(FabricSpec.fattree(4)).view()
+    jobs = [make_job(0, [1, 3, 5, 7], make_model()), make_job(1, [2, 4, 6, 8, 9, 11], make_model(buckets=2))]
+    scheduler = make_scheduler(name, fabric, jobs, {})
+    for ev in launch(jobs[0], 0, 0.0, needed_at=0.1):
+        scheduler.on_event(ev, 0.0)
+    for d in scheduler.decide(0.01).values():
+        assert d.path is None or 0 <= d.path < fabric.max_paths

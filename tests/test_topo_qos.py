@@ -4,11 +4,11 @@ import pytest
 from core import classes
 from core.fabric import FabricLayout, FabricSpec, leaf_dpid, spine_dpid
 from testbed import qos
-from testbed.topo import LeafSpine
+from testbed.topo import FabricTopo, fattree, leafspine
 
 
 def test_leafspine_graph_counts_and_ports():
-    topo = LeafSpine(spines=2, leaves=3, hosts_per_leaf=4, host_rate_mbps=10, fabric_rate_mbps=20)
+    topo = leafspine(spines=2, leaves=3, hosts_per_leaf=4, host_rate_mbps=10, fabric_rate_mbps=20)
     assert len(topo.hosts()) == 12
     assert sorted(topo.switches()) == ["lf1", "lf2", "lf3", "sp1", "sp2"]
     # every leaf is linked to every spine exactly once, each host to one leaf
@@ -17,12 +17,34 @@ def test_leafspine_graph_counts_and_ports():
     layout = FabricLayout.from_spec(topo.spec)
     for a, b, info in links:
         if a.startswith("lf") and b.startswith("sp"):
-            assert info["port1"] == layout.leaf_uplink_port(int(b[2:]))
-            assert info["port2"] == layout.spine_port(int(a[2:]))
+            assert info["port1"] == 4 + int(b[2:])     # leaf ports after its 4 hosts, by spine number
+            assert info["port2"] == int(a[2:])         # spine port l faces leaf l
+            assert layout.port(a, b) == info["port1"] and layout.port(b, a) == info["port2"]
             assert info["bw"] == 20
         if a.startswith("h"):
             assert info["bw"] == 10
     assert topo.spec.oversubscription == pytest.approx(4 * 10 / (2 * 20))
+
+
+def test_fattree_graph_has_k_pods_and_every_port_once():
+    topo = fattree(4, 10, 10)
+    layout = topo.layout
+    assert len(topo.hosts()) == 16 and len(topo.switches()) == 20
+    assert topo.spec.oversubscription == pytest.approx(1.0)
+    links = topo.links(withInfo=True)
+    assert len(links) == 16 + 16 + 16        # hosts-edge, edge-aggregation, aggregation-core
+    ports = [(a, info["port1"]) for a, b, info in links] + [(b, info["port2"]) for a, b, info in links]
+    assert len(set(ports)) == len(ports)     # no port used twice
+    # Every switch has k = 4 ports; every core reaches every pod once.
+    per_switch = {}
+    for name, _port in ports:
+        per_switch[name] = per_switch.get(name, 0) + 1
+    assert all(per_switch[s] == 4 for s in topo.switches())
+    assert sorted(nxt for _p, nxt in layout.neighbours["co1"]) == ["ag1", "ag3", "ag5", "ag7"]
+    assert len(layout.egress_ports()) == 80 and len(layout.peer_ports()) == 64
+    assert FabricLayout.from_dict(layout.to_dict()) == layout
+    with pytest.raises(ValueError, match="--k"):
+        FabricTopo(FabricSpec.fattree(3))
 
 
 def test_layout_addresses_and_dpids_are_unique():

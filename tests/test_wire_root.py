@@ -9,7 +9,7 @@ import pytest
 
 from controller.schedulers.registry import make_scheduler
 from core.classes import class_to_dscp
-from core.fabric import FabricLayout, FabricSpec, FabricView
+from core.fabric import FabricLayout, FabricSpec
 from core.model import Bucket, JobSpec, ModelProfile
 from core.ring import ring_time_s
 from testbed.fabric import Testbed
@@ -20,8 +20,7 @@ pytestmark = pytest.mark.root
 
 def view_of(spec):
     layout = FabricLayout.from_spec(spec)
-    return layout, FabricView(spec.spines, spec.leaves, tuple((h.ip, h.leaf - 1) for h in layout.hosts),
-                              spec.host_rate_mbps, spec.fabric_rate_mbps)
+    return layout, layout.view()
 
 
 def test_bytescheduler_decision_is_visible_on_the_wire(tmp_path):

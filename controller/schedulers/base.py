@@ -2,9 +2,9 @@
 
 A scheduler sees the fabric (``FabricView``), the jobs as placed (``JobSpec``), and the live state of
 operations (``OperationEvent`` from the workers, folded into an ``OperationTracker``). ``decide(now)`` returns a
-``Decision`` (priority class 0..7, spine or None for hashed) for each flow it wants to steer; flows it leaves
-out keep the default rule (class 0, hashed path). The controller diffs successive decisions and rewrites only
-the ingress rules that changed, so ``decide`` may be called as often as the policy likes.
+``Decision`` (priority class 0..7, an equal-cost path or None for hashed) for each flow it wants to steer;
+flows it leaves out keep the default rule (class 0, hashed path). The controller diffs successive decisions and
+rewrites only the rules that changed, so ``decide`` may be called as often as the policy likes.
 
 No I/O here: everything is testable without root, a switch or a controller.
 """

@@ -1,4 +1,4 @@
-"""Crux: job-level priority by GPU intensity, least-loaded spines, and priority compression.
+"""Crux: job-level priority by GPU intensity, least-loaded paths, and priority compression.
 
 Crux (SIGCOMM 2024) gives every flow of a job the same priority, ranked by how much GPU work the job's
 communication holds up. All quantities are per training iteration and computed from the placed jobs and the
@@ -6,17 +6,17 @@ fabric alone, so the policy is static: ``decide`` returns the same rules for eve
 start, and no operation events are needed.
 
 Traffic model. Job j has N_j workers in a ring and G_j gradient bytes per iteration. Each rank sends
-B_j = 2 (N_j - 1) / N_j * G_j bytes to the next rank (ring all-reduce). A hop between hosts on the same leaf
-uses host->leaf and leaf->host; a hop across leaves also uses leaf->spine and spine->leaf on its spine. With
-bytes_{j,e} the bytes of job j on link e (rate C_e):
+B_j = 2 (N_j - 1) / N_j * G_j bytes to the next rank (ring all-reduce). A hop uses host->leaf, the links of its
+path between the two leaves (``FabricView.paths``: through one spine on a leaf-spine, up to a core and down on
+a fat-tree), and leaf->host. With bytes_{j,e} the bytes of job j on link e (rate C_e):
 
     t_j = max_e bytes_{j,e} * 8 / C_e                      communication time at the job's bottleneck link
     W_j = compute_s_j * N_j                                GPU-seconds of computation per iteration
     I_j = W_j / t_j                                        GPU intensity (GPU-seconds per communication-second)
 
-t_j is an isolated estimate (no other job on the fabric) with the job's own path rule: one spine for all its
-cross-leaf hops under ``paths=job`` (spines are symmetric, so which one does not matter), and the cross-leaf
-bytes spread evenly over the spines under ``paths=hop`` or ``paths=hashed``. It therefore depends on the job and
+t_j is an isolated estimate (no other job on the fabric) with the job's own path rule: path 0 for all its hops
+under ``paths=job`` (equal-cost paths are symmetric, so which one does not matter), and each hop's bytes spread
+evenly over its paths under ``paths=hop`` or ``paths=hashed``. It therefore depends on the job and
 its placement, never on the other jobs.
 
 Overlap correction. DDP hides part of the communication behind computation: bucket 0 starts when its
@@ -34,13 +34,14 @@ A job whose communication hides behind its computation loses little when it is d
 ``min_exposed`` keeps such jobs ordered by intensity rather than collapsing them all to 0, and
 ``overlap_scale = 0`` turns the correction off (P_j = I_j).
 
-Paths. Jobs in decreasing P_j take spines greedily. The load of a link is the sum of the seconds per iteration
-already assigned to it (bytes * 8 / rate). ``paths=job``: the job puts all its cross-leaf hops on the spine that
-minimises (largest resulting load on the leaf-spine links it would use, their total load, spine index); one
-spine per job keeps a ring's hops on equal paths. ``paths=hop``: the same choice made per ring hop, which
-balances better when a job has many cross-leaf hops. ``paths=hashed``: spine None (ECMP), priority only.
+Paths. Jobs in decreasing P_j take paths greedily. The load of a link is the sum of the seconds per iteration
+already assigned to it (bytes * 8 / rate). ``paths=job``: the job puts all its hops with a choice of path on
+path index c (modulo each hop's number of paths) for the c that minimises (largest resulting load on the
+switch-to-switch links it would use, their total load, c); on a leaf-spine, one spine per job keeps a ring's
+hops on equal paths. ``paths=hop``: the same choice made per ring hop, which balances better when a job has
+many such hops. ``paths=hashed``: path None (ECMP), priority only.
 
-Classes. Two jobs contend when their link sets (with the chosen paths; hashed hops count on every spine)
+Classes. Two jobs contend when their link sets (with the chosen paths; hashed hops count on every path)
 intersect. P_j is compressed into the 8 classes with ``compression.compress`` using that contention, so the
 highest-priority job gets class 7 and merges fall between jobs that never meet or that differ least.
 """
@@ -58,20 +59,11 @@ from core.ring import ring_bytes_per_rank
 
 PATH_MODES = ("job", "hop", "hashed")
 
-#: (job index, rank) -> spine of the hop from that rank to the next (None: hashed, or the hop stays in a leaf).
+#: (job index, rank) -> path of the hop from that rank to the next (None: hashed, or the hop has one path).
 PathMap = Dict[Tuple[int, int], Optional[int]]
 
-
-@dataclass(frozen=True)
-class Link:
-    """A directed link of the leaf-spine fabric. Hosts are named by IP, switches ``leaf<i>`` / ``spine<i>``."""
-
-    src: str
-    dst: str
-
-    @property
-    def is_host_link(self) -> bool:
-        return not (self.src.startswith(("leaf", "spine")) and self.dst.startswith(("leaf", "spine")))
+#: A directed link: (from, to), hosts named by IP and switches by name (``lf1``, ``sp2``, ``ag3``, ``co4``).
+Link = Tuple[str, str]
 
 
 @dataclass(frozen=True)
@@ -105,42 +97,31 @@ def ring_hops(job: JobSpec) -> List[Tuple[int, str, str]]:
     return [(r, job.addresses[r], job.addresses[(r + 1) % job.workers]) for r in range(job.workers)]
 
 
-def link_rate_bps(fabric: FabricView, link: Link) -> float:
-    return (fabric.host_rate_mbps if link.is_host_link else fabric.fabric_rate_mbps) * 1e6
-
-
-def hop_links(fabric: FabricView, src_ip: str, dst_ip: str, spine: Optional[int]) -> List[Tuple[Link, float]]:
-    """Links of one hop with the share of its bytes each carries; spine None spreads evenly over all spines."""
+def hop_links(fabric: FabricView, src_ip: str, dst_ip: str, path: Optional[int]) -> List[Tuple[Link, float]]:
+    """Links of one hop with the share of its bytes each carries; path None spreads evenly over its paths."""
     if src_ip == dst_ip:
         return []  # same host: never reaches a switch
-    src_leaf, dst_leaf = fabric.leaf_of(src_ip), fabric.leaf_of(dst_ip)
-    links = [(Link(src_ip, f"leaf{src_leaf}"), 1.0), (Link(f"leaf{dst_leaf}", dst_ip), 1.0)]
-    if src_leaf != dst_leaf:
-        spines = [spine] if spine is not None else list(range(fabric.spines))
-        share = 1.0 / len(spines)
-        for s in spines:
-            links += [(Link(f"leaf{src_leaf}", f"spine{s}"), share), (Link(f"spine{s}", f"leaf{dst_leaf}"), share)]
-    return links
+    return fabric.hop_links(src_ip, dst_ip, path)
 
 
 def job_link_bytes(fabric: FabricView, job: JobSpec, paths: Optional[Mapping[Tuple[int, int], Optional[int]]] = None,
-                   spine: Optional[int] = None) -> Dict[Link, float]:
+                   path: Optional[int] = None) -> Dict[Link, float]:
     """bytes_{j,e}: per-iteration bytes of the job on every link it uses.
 
-    The spine of rank r's hop is ``paths[(job, r)]`` when ``paths`` is given, else ``spine`` (None: spread).
+    The path of rank r's hop is ``paths[(job, r)]`` when ``paths`` is given, else ``path`` (None: spread).
     """
     out: Dict[Link, float] = {}
     nbytes = per_rank_bytes(job)
     for rank, src, dst in ring_hops(job):
-        s = paths.get((job.index, rank)) if paths is not None else spine
-        for link, share in hop_links(fabric, src, dst, s):
+        p = paths.get((job.index, rank)) if paths is not None else path
+        for link, share in hop_links(fabric, src, dst, p):
             out[link] = out.get(link, 0.0) + share * nbytes
     return out
 
 
 def bottleneck_time(fabric: FabricView, link_bytes: Mapping[Link, float]) -> float:
     """max_e bytes_e * 8 / C_e in seconds (0 when no link is used)."""
-    return max((b * 8.0 / link_rate_bps(fabric, e) for e, b in link_bytes.items()), default=0.0)
+    return max((b * 8.0 / fabric.link_rate_bps(e) for e, b in link_bytes.items()), default=0.0)
 
 
 def overlap_window(job: JobSpec) -> float:
@@ -157,8 +138,7 @@ def overlap_window(job: JobSpec) -> float:
 def job_intensity(fabric: FabricView, job: JobSpec, overlap_scale: float = 1.0, min_exposed: float = 0.1,
                   paths: str = "job") -> JobIntensity:
     """I_j, k_j and P_j of one job, with t_j estimated in isolation under the given path rule."""
-    spine = 0 if paths == "job" and fabric.spines > 0 else None
-    t = bottleneck_time(fabric, job_link_bytes(fabric, job, spine=spine))
+    t = bottleneck_time(fabric, job_link_bytes(fabric, job, path=0 if paths == "job" else None))
     w = job.model.compute_s * job.workers
     if t <= 0.0:
         return JobIntensity(job.index, w, 0.0, math.inf, 1.0, math.inf)
@@ -169,7 +149,7 @@ def job_intensity(fabric: FabricView, job: JobSpec, overlap_scale: float = 1.0, 
 
 def select_paths(fabric: FabricView, jobs: Sequence[JobSpec], priority: Mapping[int, float],
                  mode: str = "job") -> PathMap:
-    """Spine of every ring hop: jobs in decreasing priority each take the least-loaded spine(s)."""
+    """Path of every ring hop: jobs in decreasing priority each take the least-loaded path(s)."""
     if mode not in PATH_MODES:
         raise ValueError(f"unknown path mode {mode!r}; known: {', '.join(PATH_MODES)}")
     paths: PathMap = {}
@@ -177,34 +157,34 @@ def select_paths(fabric: FabricView, jobs: Sequence[JobSpec], priority: Mapping[
     order = sorted(jobs, key=lambda j: (-priority.get(j.index, 0.0), j.index))
     for job in order:
         hops = ring_hops(job)
-        cross = [(r, s, d) for r, s, d in hops if fabric.leaf_of(s) != fabric.leaf_of(d)]
+        choice = [(r, s, d) for r, s, d in hops if fabric.has_path_choice(s, d)]
         for r, _, _ in hops:
             paths[(job.index, r)] = None
-        if mode == "hashed" or not cross or fabric.spines < 1:
+        if mode == "hashed" or not choice:
             continue
         nbytes = per_rank_bytes(job)
-        groups = [cross] if mode == "job" else [[h] for h in cross]
+        groups = [choice] if mode == "job" else [[h] for h in choice]
         for group in groups:
-            best_key, best_spine, best_own = None, 0, {}
-            for spine in range(fabric.spines):
+            best_key, best_path, best_own = None, 0, {}
+            for candidate in range(max(len(fabric.paths(s, d)) for _, s, d in group)):
                 own: Dict[Link, float] = {}
                 for _, src, dst in group:
-                    for link, share in hop_links(fabric, src, dst, spine):
-                        if not link.is_host_link:
-                            own[link] = own.get(link, 0.0) + share * nbytes * 8.0 / link_rate_bps(fabric, link)
+                    for link, share in hop_links(fabric, src, dst, candidate):
+                        if not fabric.is_host_link(link):
+                            own[link] = own.get(link, 0.0) + share * nbytes * 8.0 / fabric.link_rate_bps(link)
                 after = [load.get(e, 0.0) + v for e, v in own.items()]
-                key = (max(after), sum(after), spine)
+                key = (max(after), sum(after), candidate)
                 if best_key is None or key < best_key:
-                    best_key, best_spine, best_own = key, spine, own
+                    best_key, best_path, best_own = key, candidate, own
             for link, v in best_own.items():
                 load[link] = load.get(link, 0.0) + v
             for r, _, _ in group:
-                paths[(job.index, r)] = best_spine
+                paths[(job.index, r)] = best_path
     return paths
 
 
 def contending_jobs(fabric: FabricView, jobs: Sequence[JobSpec], paths: PathMap) -> Set[FrozenSet[int]]:
-    """Pairs of jobs whose link sets intersect under the given paths (hashed hops count on every spine)."""
+    """Pairs of jobs whose link sets intersect under the given paths (hashed hops count on every path)."""
     users: Dict[Link, List[int]] = {}
     for job in jobs:
         for link, b in job_link_bytes(fabric, job, paths=paths).items():
@@ -230,7 +210,7 @@ def validate_path_params(params: Mapping) -> None:
 
 
 class CruxScheduler(Scheduler):
-    """Job-level priority P_j = k_j * I_j, least-loaded spine per job, contention-aware compression."""
+    """Job-level priority P_j = k_j * I_j, least-loaded path per job, contention-aware compression."""
 
     name = "crux"
     period_s = None  # static: nothing changes after the first decision

@@ -33,7 +33,7 @@ operations of jobs that share a link (and within a job); class 0 stays with traf
 bucket's flows between two operations keep a *resting* score, its job's intensity with the urgency of
 ``rest_slack_s`` of slack, compressed together with the live operations: an operation's first packets leave
 before its ``launch`` event has become a rule, and for a small bucket that can be most of the operation, so
-they must not start in the lowest class. Paths are Crux's: jobs in decreasing P_j take the least-loaded spine
+they must not start in the lowest class. Paths are Crux's: jobs in decreasing P_j take the least-loaded path
 (``paths`` as in crux), fixed for the run.
 
 Time alone does not reorder operations with positive slack: for them ln S_o = alpha * now / tau + kappa_o, where
@@ -396,10 +396,10 @@ class FluxScheduler(Scheduler):
                                 for bucket in range(len(job.model.buckets))]
         for key, flows in self._flow_cache:
             cls = bucket_class.get(key, 0)
-            for flow, spine in flows:
-                decision = self._decisions.get((cls, spine))
+            for flow, path in flows:
+                decision = self._decisions.get((cls, path))
                 if decision is None:
-                    decision = self._decisions[(cls, spine)] = Decision(cls, spine)
+                    decision = self._decisions[(cls, path)] = Decision(cls, path)
                 rules[flow] = decision
         self.changes += count_changes(self._last, rules)
         self._last = rules
