@@ -16,11 +16,12 @@ Barrier = Tuple[int, int]  # (dpid, xid)
 @dataclass
 class Batch:
     id: int
-    trigger: str            # "setup", "event", "periodic", "pin"
+    trigger: str            # "setup", "event", "periodic", "pin", "fabric"
     t0: float               # when the trigger happened
     flowmods: int = 0
     reply_to: object = None  # who asked (a pin request's address and id), answered when the batch is done
     sent_at: Optional[float] = None
+    note: Optional[dict] = None  # what a "fabric" batch changed, recorded when it completes
     waiting: Set[Barrier] = field(default_factory=set)
 
 

@@ -23,10 +23,13 @@ def load_config() -> ControllerConfig:
 class Csv:
     """A CSV file that is flushed on every write, so a killed controller still leaves complete rows."""
 
-    def __init__(self, path: str, header: List[str]):
-        self._f = open(path, "w", newline="")
+    def __init__(self, path: str, header: List[str], append: bool = False):
+        """``append``: go on with an existing file (a restarted controller's), writing the header only if new."""
+        fresh = not (append and os.path.exists(path) and os.path.getsize(path) > 0)
+        self._f = open(path, "w" if fresh else "a", newline="")
         self._w = csv.writer(self._f)
-        self._w.writerow(header)
+        if fresh:
+            self._w.writerow(header)
 
     def write(self, row) -> None:
         self._w.writerow(row)

@@ -19,6 +19,7 @@ from controller.batches import ChangeBatches
 from controller.channels import ControlServer, Csv
 from controller.fabric_app import FabricApp
 from controller.rules import decode_cookie
+from core.config import RESYNC_ENV
 
 LOG = logging.getLogger("flux.controller")
 MAX_COUNTER = 2 ** 64 - 1  # ports being deleted report all ones
@@ -33,11 +34,13 @@ class MonitorApp(FabricApp):
         self.poll_s = cfg.poll_interval_s
         self.batches = ChangeBatches()
         self.poll_rounds = 0
+        # A restarted monitor (the runner's recovery) goes on with its predecessor's series.
+        resync = os.environ.get(RESYNC_ENV) == "1"
         self.port_csv = Csv(os.path.join(self.out, "port_stats.csv"),
                             ["time", "dpid", "port", "rx_bytes", "tx_bytes", "rx_packets", "tx_packets",
-                             "tx_dropped"])
+                             "tx_dropped"], append=resync)
         self.flow_csv = Csv(os.path.join(self.out, "flow_stats.csv"),
-                            ["time", "dpid", "job", "bucket", "rank", "reverse", "packets", "bytes"])
+                            ["time", "dpid", "job", "bucket", "rank", "reverse", "packets", "bytes"], append=resync)
         self.control = ControlServer(cfg.monitor_socket, {
             "status": self.status, "stats": lambda req, requester: {"ok": True, **self.summary()}})
         for loop in (self._counter_poll_loop, self.control.serve_forever, self.stats_file_loop):

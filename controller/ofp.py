@@ -31,12 +31,18 @@ def flow_mod(dp, rule: Rule, command: int):
                              out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY)
 
 
-def select_group_add(dp, group: SelectGroup):
+def select_group(dp, group: SelectGroup, modify: bool = False):
+    """Add (or rewrite) a select group. Each bucket watches its port, so the switch itself stops hashing onto a
+    port whose link is down, before the controller has recompiled anything."""
     parser, ofp = dp.ofproto_parser, dp.ofproto
     buckets = [parser.OFPBucket(weight=1, watch_port=p, watch_group=ofp.OFPG_ANY,
                                 actions=[parser.OFPActionOutput(p)]) for p in group.ports]
-    return parser.OFPGroupMod(dp, command=ofp.OFPGC_ADD, type_=ofp.OFPGT_SELECT, group_id=group.group_id,
-                              buckets=buckets)
+    return parser.OFPGroupMod(dp, command=ofp.OFPGC_MODIFY if modify else ofp.OFPGC_ADD, type_=ofp.OFPGT_SELECT,
+                              group_id=group.group_id, buckets=buckets)
+
+
+def port_desc_request(dp):
+    return dp.ofproto_parser.OFPPortDescStatsRequest(dp, 0)
 
 
 def clear_switch(dp):

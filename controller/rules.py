@@ -5,8 +5,9 @@ controller/ofp.py turns it into a flow-mod. Everything is computed from the fabr
 the same compiler serves every topology family:
 
 * every switch, table 1 (forwarding): one rule per host address: on the host's leaf, its port; elsewhere the
-  neighbours on shortest paths towards the host's leaf: one -> output, several -> a select group over them
-  (ECMP, one group per distinct set of ports on the switch);
+  select group of the host's leaf (group id = leaf number), whose buckets are the ports towards the neighbours
+  on shortest paths to that leaf (ECMP; one bucket where there is one way). When links fail, only the groups'
+  buckets change: the rules that point to them stay;
 * every switch, table 0 (the scheduling stage):
     - priority 100, at the ingress leaf, one rule per data flow (5-tuple) of every job: set DSCP to the flow's
       class, then either output towards the chosen path or go to table 1 (hashed path); and one for its reverse
@@ -89,7 +90,6 @@ class RuleCompiler:
         self.host_by_ip = {h.ip: h for h in layout.hosts}
         self.name_of = {s.dpid: s.name for s in layout.switches}
         self.leaf_dpids = {s.dpid for s in layout.switches if s.tier == TIER_LEAF}
-        self._groups: Dict[int, Dict[Tuple[int, ...], int]] = {}  # dpid -> {ports: group id}
 
     @property
     def dpids(self) -> List[int]:
@@ -101,9 +101,11 @@ class RuleCompiler:
 
     # -- rules that never change
     def groups(self, dpid: int) -> List[SelectGroup]:
-        """The switch's select groups (they must exist before ``switch_rules``)."""
-        self._forwarding(dpid)
-        return [SelectGroup(dpid, gid, ports) for ports, gid in self._groups[dpid].items()]
+        """The switch's select groups, one per leaf it can forward towards (they must exist before
+        ``switch_rules``); a leaf cut off by failed links gets a group without buckets (its packets are dropped)."""
+        name = self.name_of[dpid]
+        return [SelectGroup(dpid, leaf, tuple(port for port, _nxt in self.layout.next_hops(name, leaf)))
+                for leaf in range(1, self.layout.spec.leaves + 1) if leaf_name(leaf) != name]
 
     def switch_rules(self, dpid: int) -> List[Rule]:
         """A switch's rules apart from the per-flow ones."""
@@ -116,19 +118,10 @@ class RuleCompiler:
         return rules + self._forwarding(dpid)
 
     def _forwarding(self, dpid: int) -> List[Rule]:
-        name, groups = self.name_of[dpid], self._groups.setdefault(dpid, {})
-        rules = []
-        for h in self.layout.hosts:
-            if leaf_name(h.leaf) == name:
-                action = ("output", h.leaf_port)
-            else:
-                ports = tuple(port for port, _nxt in self.layout.next_hops(name, h.leaf))
-                if len(ports) == 1:
-                    action = ("output", ports[0])
-                else:
-                    action = ("group", groups.setdefault(ports, len(groups) + 1))
-            rules.append(Rule(dpid, PRIO_DEFAULT, (("eth_type", IPV4), ("ipv4_dst", h.ip)), (action,), table=1))
-        return rules
+        name = self.name_of[dpid]
+        return [Rule(dpid, PRIO_DEFAULT, (("eth_type", IPV4), ("ipv4_dst", h.ip)),
+                     (("output", h.leaf_port) if leaf_name(h.leaf) == name else ("group", h.leaf),), table=1)
+                for h in self.layout.hosts]
 
     # -- the scheduling stage
     def flow_rules(self, flow: FlowKey, decision: Decision, cookie: int, reverse_cookie: int = 0,

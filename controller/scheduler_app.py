@@ -11,6 +11,12 @@ every namespace, so events never cross the data-plane queues); the runner talks 
 Unix socket (status, pinning a flow to a class, statistics). Every change is a batch confirmed by barriers
 (controller/batches.py); "reaction latency" is trigger (event received / timer) -> last barrier reply.
 
+Faults: a port going down or up (OFPT_PORT_STATUS, and the port descriptions read when a switch connects)
+changes the fabric the rules are compiled for: the groups' buckets are rewritten from the links that are left,
+the scheduler is told (``on_fabric_change``) and places its paths again, and every flow's rules are rewritten.
+A controller restarted by the runner (``FLUX_CONTROLLER_RESYNC=1``) takes over the switches without clearing
+them (they kept forwarding in secure fail mode): it rewrites every rule in place, which keeps flow counters.
+
 Counter polling is another process's job (controller/monitor_app.py), so that parsing large stats replies never
 delays a reaction. Outputs in the run directory (results/README.md): events.csv, reactions.csv, decisions.csv,
 controller_stats.json.
@@ -21,7 +27,7 @@ import logging
 import os
 import statistics
 import time
-from typing import Dict, Tuple
+from typing import Dict, FrozenSet, Set, Tuple
 
 from ryu.controller import ofp_event
 from ryu.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
@@ -31,8 +37,9 @@ from controller import ofp
 from controller.batches import Batch, ChangeBatches
 from controller.channels import ControlServer, Csv
 from controller.fabric_app import FabricApp
-from controller.rules import PIN_COOKIE, changed_decisions, flow_cookie
+from controller.rules import DEFAULT_DECISION, PIN_COOKIE, RuleCompiler, changed_decisions, flow_cookie
 from controller.schedulers.registry import make_scheduler
+from core.config import RESYNC_ENV
 from core.model import Decision, FlowKey
 from core.stats import percentile
 from workloads.events import EventReceiver
@@ -54,14 +61,20 @@ class SchedulerApp(FabricApp):
         self.installed: Dict[FlowKey, Decision] = {}
         self.pins: Dict[FlowKey, Decision] = {}
         self.batches = ChangeBatches()
-        self.stats = {"events": 0, "event_latency_s": [], "flowmods": 0, "reactions": [], "decide_calls": 0}
+        self.stats = {"events": 0, "event_latency_s": [], "flowmods": 0, "reactions": [], "decide_calls": 0,
+                      "fabric_changes": []}
+        self.resync = os.environ.get(RESYNC_ENV) == "1"
+        self.down_ports: Set[Tuple[int, int]] = set()   # (dpid, port) reported down
+        self.down_links: FrozenSet = frozenset()
 
+        # A restarted controller appends to its predecessor's files.
         self.event_csv = Csv(os.path.join(self.out, "events.csv"),
-                             ["sent", "received", "kind", "job", "rank", "iteration", "bucket", "bytes_done"])
+                             ["sent", "received", "kind", "job", "rank", "iteration", "bucket", "bytes_done"],
+                             append=self.resync)
         self.reaction_csv = Csv(os.path.join(self.out, "reactions.csv"),
-                                ["time", "trigger", "flowmods", "latency_s", "decide_and_send_s"])
+                                ["time", "trigger", "flowmods", "latency_s", "decide_and_send_s"], append=self.resync)
         self.decision_csv = Csv(os.path.join(self.out, "decisions.csv"),
-                                ["time", "job", "bucket", "rank", "priority_class", "path"])
+                                ["time", "job", "bucket", "rank", "priority_class", "path"], append=self.resync)
         self.event_receiver = EventReceiver(cfg.events_socket)  # (RyuApp uses self.events)
         self.control = ControlServer(cfg.control_socket, {
             "status": self._status, "pin": self._pin,
@@ -72,7 +85,8 @@ class SchedulerApp(FabricApp):
         for loop in (self._worker_event_loop, self.control.serve_forever, self._periodic_decide_loop,
                      self.stats_file_loop):
             self.spawn(loop)
-        LOG.info("scheduler %s, %d jobs, %d flows", self.scheduler.name, len(cfg.jobs), len(self.flows))
+        LOG.info("scheduler %s, %d jobs, %d flows%s", self.scheduler.name, len(cfg.jobs), len(self.flows),
+                 " (restarted: taking over the switches' rules)" if self.resync else "")
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _switch_features(self, ev):
@@ -80,10 +94,13 @@ class SchedulerApp(FabricApp):
         if dp.id not in self.rules.name_of:
             LOG.warning("switch %016x is not part of the fabric; ignoring it", dp.id)
             return
-        for msg in ofp.clear_switch(dp):
-            dp.send_msg(msg)
+        if not self.resync:
+            for msg in ofp.clear_switch(dp):
+                dp.send_msg(msg)
         for group in self.rules.groups(dp.id):
-            dp.send_msg(ofp.select_group_add(dp, group))
+            dp.send_msg(ofp.select_group(dp, group, modify=self.resync))
+        # The ports' state now (a link may have failed before this connection): answered in _port_desc.
+        dp.send_msg(ofp.port_desc_request(dp))
         rules = self.rules.switch_rules(dp.id)
         wanted = self._wanted(time.time())
         for flow, (job, bucket, rank) in self.flows.items():
@@ -97,6 +114,79 @@ class SchedulerApp(FabricApp):
         for rule in rules:
             dp.send_msg(ofp.flow_mod(dp, rule, add))
         self._confirm(self.batches.open("setup", time.time()), [dp])
+
+    # ---------------------------------------------------------------------------------------------- faults
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def _port_status(self, ev):
+        msg, t0 = ev.msg, time.time()
+        dp = msg.datapath
+        down = msg.reason == dp.ofproto.OFPPR_DELETE or self._port_is_down(dp, msg.desc)
+        self._set_port(dp.id, msg.desc.port_no, down)
+        self._fabric_changed(t0)
+
+    @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
+    def _port_desc(self, ev):
+        t0, dp = time.time(), ev.msg.datapath
+        for port in ev.msg.body:
+            if port.port_no <= dp.ofproto.OFPP_MAX:
+                self._set_port(dp.id, port.port_no, self._port_is_down(dp, port))
+        self._fabric_changed(t0)
+
+    @staticmethod
+    def _port_is_down(dp, port) -> bool:
+        return bool(port.state & dp.ofproto.OFPPS_LINK_DOWN or port.config & dp.ofproto.OFPPC_PORT_DOWN)
+
+    def _set_port(self, dpid: int, port: int, down: bool) -> None:
+        if down:
+            self.down_ports.add((dpid, port))
+        else:
+            self.down_ports.discard((dpid, port))
+
+    def _fabric_changed(self, t0: float) -> None:
+        """Recompile everything for the links that are up, if that set changed: groups' buckets, the scheduler's
+        paths and every flow's rules, confirmed as one batch (its latency is the rerouting time)."""
+        layout = self.cfg.layout
+        down = frozenset(link for link in layout.links
+                         if (layout.dpid_of[link.a], link.a_port) in self.down_ports
+                         or (layout.dpid_of[link.b], link.b_port) in self.down_ports)
+        if down == self.down_links:
+            return
+        self.down_links = down
+        live = layout.without(down)
+        self.rules = RuleCompiler(live)
+        names = sorted(f"{link.a}-{link.b}" for link in down)
+        LOG.warning("fabric changed: links down: %s", ", ".join(names) or "none")
+        with self._reconciling:
+            try:
+                self.scheduler.on_fabric_change(live.view())
+            except Exception:
+                LOG.exception("scheduler %s failed to take the fabric change", self.scheduler.name)
+            touched, mods = {}, 0
+            for dpid, dp in self.datapaths.items():
+                if dpid in self.ready:
+                    for group in self.rules.groups(dpid):
+                        dp.send_msg(ofp.select_group(dp, group, modify=True))
+                        mods += 1
+                    touched[dpid] = dp
+            wanted = self._wanted(time.time()) if self.ready else {}
+            for flow, (job, bucket, rank) in self.flows.items():
+                d = wanted.get(flow, DEFAULT_DECISION)
+                cookie = flow_cookie(job, bucket, rank, False)
+                try:
+                    rules = self.rules.flow_rules(flow, d, cookie, reverse=False)
+                except ValueError as exc:
+                    LOG.error("%s", exc)
+                    continue
+                mods += self._send(rules, self.rules.stale_transit_rules(flow, d, cookie), touched)
+                self.installed[flow] = d
+            for flow, d in self.pins.items():
+                mods += self._send(self.rules.flow_rules(flow, d, PIN_COOKIE, reverse=False),
+                                   self.rules.stale_transit_rules(flow, d, PIN_COOKIE), touched)
+            self.stats["flowmods"] += mods
+            batch = self.batches.open("fabric", t0, mods)
+            batch.sent_at = time.time()
+            batch.note = {"time": t0, "links_down": names, "flowmods": mods}
+            self._confirm(batch, touched.values())
 
     def _send(self, rules, stale, touched: dict, modify_ingress: bool = True) -> int:
         """Send a flow's rules (its ingress rule modified in place, so that its counters survive; transit rules
@@ -163,11 +253,17 @@ class SchedulerApp(FabricApp):
         batch, complete = found
         if batch.trigger == "setup":
             self.ready.add(ev.msg.datapath.id)
+            if self.resync and len(self.ready) == len(self.rules.dpids):
+                # Every switch's rules were rewritten in place: decisions made from here on are diffed against
+                # what this controller installed, and the predecessor's are gone.
+                LOG.info("taken over all %d switches", len(self.ready))
             LOG.info("switch %016x ready (%d/%d)", ev.msg.datapath.id, len(self.ready), len(self.rules.dpids))
             return
         if not complete:
             return
         latency = time.time() - batch.t0
+        if batch.trigger == "fabric":
+            self.stats["fabric_changes"].append(dict(batch.note, latency_s=latency))
         self.stats["reactions"].append(latency)
         self.reaction_csv.write([f"{time.time():.6f}", batch.trigger, batch.flowmods, f"{latency:.6f}",
                                  "" if batch.sent_at is None else f"{batch.sent_at - batch.t0:.6f}"])
@@ -234,5 +330,7 @@ class SchedulerApp(FabricApp):
             "decide_calls": self.stats["decide_calls"],
             "class_changes": getattr(self.scheduler, "changes", None),
             "switches_ready": len(self.ready),
+            "fabric_changes": self.stats["fabric_changes"],
+            "resynchronised": self.resync,
             "elapsed_s": elapsed,
         }

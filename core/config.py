@@ -14,6 +14,9 @@ from core.fabric import FabricLayout
 from core.model import JobSpec
 
 DEFAULT_POLL_INTERVAL_S = 0.1  # the controller's counter polling interval
+# Set to "1" in the environment of a controller the runner restarts: it takes over the switches' rules instead
+# of clearing them, and appends to its predecessor's output files.
+RESYNC_ENV = "FLUX_CONTROLLER_RESYNC"
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from core.model import FlowKey
 
@@ -234,14 +234,17 @@ class FabricLayout:
         return out
 
     def next_hops(self, switch: str, leaf: int) -> Tuple[Tuple[int, str], ...]:
-        """(port, switch) of every neighbour of ``switch`` on a shortest path to leaf ``leaf`` (1-based)."""
+        """(port, switch) of every neighbour of ``switch`` on a shortest path to leaf ``leaf`` (1-based); none
+        when failed links cut ``switch`` off from it."""
         dist = self._distance_to_leaf[leaf_name(leaf)]
-        here = dist[switch]
+        here = dist.get(switch)
+        if here is None:
+            return ()
         return tuple((port, nxt) for port, nxt in self.neighbours[switch] if dist.get(nxt) == here - 1)
 
     def paths(self, src_leaf: int, dst_leaf: int) -> Tuple[Path, ...]:
         """Every shortest path between two leaves (1-based), ordered by the egress ports taken hop by hop: for a
-        leaf-spine, path i goes through spine i+1."""
+        leaf-spine, path i goes through spine i+1 (none when failed links cut the two apart)."""
         return self._paths[(src_leaf, dst_leaf)]
 
     @cached_property
@@ -258,7 +261,8 @@ class FabricLayout:
                     for _port, nxt in self.next_hops(path[-1], dst):
                         extend(path + (nxt,))
 
-                extend((leaf_name(src),))
+                if leaf_name(src) in self._distance_to_leaf[leaf_name(dst)]:
+                    extend((leaf_name(src),))
                 out[(src, dst)] = tuple(found)
         return out
 
@@ -288,6 +292,22 @@ class FabricLayout:
 
     def switch_dpids(self) -> Dict[str, int]:
         return dict(self.dpid_of)
+
+    def link_between(self, a: str, b: str) -> LinkInfo:
+        """The link between switches ``a`` and ``b`` (either order); KeyError if there is none."""
+        for link in self.links:
+            if {link.a, link.b} == {a, b}:
+                return link
+        raise KeyError(f"no link between {a} and {b}")
+
+    def links_of(self, switch: str) -> Tuple[LinkInfo, ...]:
+        return tuple(link for link in self.links if switch in (link.a, link.b))
+
+    def without(self, down: Iterable[LinkInfo]) -> "FabricLayout":
+        """The same fabric with the links ``down`` failed: every next hop and path is recomputed from what is
+        left (names, ports and DPIDs do not change)."""
+        gone = set(down)
+        return replace(self, links=tuple(link for link in self.links if link not in gone))
 
     def view(self) -> "FabricView":
         """The scheduler's view: leaves numbered from 0, paths between leaves as switch names."""
@@ -358,7 +378,8 @@ class FabricView:
         return self._leaf_by_ip[ip]
 
     def paths(self, src_ip: str, dst_ip: str) -> Tuple[Path, ...]:
-        """The equal-cost switch paths between two hosts (one path, the shared leaf, within a leaf)."""
+        """The equal-cost switch paths between two hosts (one path, the shared leaf, within a leaf; none when
+        failed links cut their leaves apart)."""
         return self.leaf_paths[self.leaf_of(src_ip)][self.leaf_of(dst_ip)]
 
     @property
@@ -377,6 +398,8 @@ class FabricView:
         hop's path ``path`` (taken modulo the hop's number of paths), or, with None, an even spread over all of
         them (what hashing does on average)."""
         choices = self.paths(src_ip, dst_ip)
+        if not choices:
+            return []
         chosen: Sequence[Path] = choices if path is None else (choices[path % len(choices)],)
         share = 1.0 / len(chosen)
         out: Dict[Tuple[str, str], float] = {}

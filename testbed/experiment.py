@@ -17,6 +17,7 @@ import time
 from collections import defaultdict
 from typing import Dict, List, Sequence
 
+from core.faults import Fault
 from core.model import JobSpec
 from testbed import state
 from testbed.results import RunFolder, RunSummary
@@ -51,11 +52,13 @@ class _LogTail:
 
 
 def run_jobs(tb, jobs: Sequence[JobSpec], folder: RunFolder, seed: int, time_limit_s: float,
-             progress: bool = True) -> dict:
+             progress: bool = True, faults: Sequence[Fault] = ()) -> dict:
     """Run the jobs' workers to the end (or the time limit, or a controller failure) and summarise their logs.
 
     The controllers are checked on every round (twice a second): a run whose scheduler died would otherwise go
-    on with its last rules and report figures that are not the scheduler's."""
+    on with its last rules and report figures that are not the scheduler's (the testbed restarts a dead one if
+    it can, and the gap is recorded). ``faults`` happen at their time from the workload's origin (iteration 0 of
+    jobs without an offset); each is recorded in the returned ``faults`` timeline."""
     from workloads import truth
 
     # Connecting all rings takes a moment; every job's iteration 0 starts at a common origin plus its offset.
@@ -87,8 +90,16 @@ def run_jobs(tb, jobs: Sequence[JobSpec], folder: RunFolder, seed: int, time_lim
     failed = []
     timed_out = False
     controller_failure: List[str] = []
+    pending = sorted(faults, key=lambda f: f.at_s)
+    timeline: List[dict] = []
     try:
         while True:
+            while pending and time.time() >= origin + pending[0].at_s:
+                fault = pending.pop(0)
+                record = tb.apply_fault(fault)
+                record["applied_s"] = record["applied_at"] - origin
+                timeline.append(record)
+                LOG.warning("fault: %s (at %.2f s)", fault.text, record["applied_s"])
             running = [x for x in procs if x[2].poll() is None]
             if bar is not None:
                 done = sum(t.poll() for t in tails)
@@ -103,7 +114,8 @@ def run_jobs(tb, jobs: Sequence[JobSpec], folder: RunFolder, seed: int, time_lim
             if controller_failure:
                 LOG.error("%s; stopping the workers", "; ".join(controller_failure))
                 break
-            time.sleep(0.5)
+            # Checks twice a second, and on time for the next fault.
+            time.sleep(max(0.0, min(0.5, origin + pending[0].at_s - time.time())) if pending else 0.5)
     finally:
         if bar is not None:
             bar.close()
@@ -132,7 +144,10 @@ def run_jobs(tb, jobs: Sequence[JobSpec], folder: RunFolder, seed: int, time_lim
     valid = [s for s in job_summaries if "gpu_utilization" in s]
     cluster = {"gpu_utilization": truth.cluster_utilization(valid) if valid else None,
                "gpus": sum(j.workers for j in jobs)}
+    if pending:
+        LOG.warning("faults never applied (the workload ended first): %s", ", ".join(f.text for f in pending))
     return {"jobs": job_summaries, "cluster": cluster, "workload_wall_s": wall,
+            "faults": timeline + [{"fault": f.text, "at_s": f.at_s, "applied_at": None} for f in pending],
             "workload_failed": bool(failed) or timed_out or bool(controller_failure), "workers_failed": failed,
             "timed_out": timed_out, "controller_failure": controller_failure}
 
@@ -179,7 +194,8 @@ def tcp_counters(tb) -> Dict[str, int]:
 def fidelity(folder: RunFolder, tb, cpu0, cpu1, wall_s: float, tcp0=None, tcp1=None, jobs=None) -> dict:
     """Did the emulation keep up? OVS CPU, achieved vs configured port rates, TCP retransmissions, and GPU
     idle time that no wait explains (the emulated GPU was late because the machine's CPUs were busy)."""
-    warnings = []
+    warnings: List[str] = []
+    notes: List[str] = []    # worth knowing, but not the emulator's failing
     result: dict = {"wall_s": wall_s}
     if tcp0 and tcp1:
         delta = {k: tcp1[k] - tcp0[k] for k in tcp0}
@@ -198,7 +214,14 @@ def fidelity(folder: RunFolder, tb, cpu0, cpu1, wall_s: float, tcp0=None, tcp1=N
     if jobs:
         dropped = sum(j.get("events_dropped", 0) for j in jobs)
         result["events_dropped"] = dropped
-        if dropped:
+        scheduler_gaps = [r for r in getattr(tb, "restarts", []) if r["role"] == "scheduler"]
+        if dropped and scheduler_gaps:
+            # The events were sent while the scheduler was down: the fault's doing (recorded in
+            # controller.restarts), not the emulator's, so the verdict does not count them.
+            result["events_dropped_while_scheduler_down"] = dropped
+            notes.append(f"{dropped} operation events were sent while the scheduler was down "
+                         f"({len(scheduler_gaps)} restart(s)): it decided without them")
+        elif dropped:
             warnings.append(f"{dropped} operation events never reached the controller (its queue was full): the "
                             f"scheduler decided without them")
     if cpu0 is not None and cpu1 is not None and wall_s > 0:
@@ -235,6 +258,8 @@ def fidelity(folder: RunFolder, tb, cpu0, cpu1, wall_s: float, tcp0=None, tcp1=N
         busy = [p for p in ports if p["peak_fraction"] > 0.5]
         result["ports_above_half_rate"] = len(busy)
     result["warnings"] = warnings
+    if notes:
+        result["notes"] = notes
     result["faithful"] = not warnings
     for w in warnings:
         LOG.warning("FIDELITY: %s", w)
@@ -260,6 +285,16 @@ def print_summary(summary: RunSummary, out: str) -> None:
     if ctl.get("reaction_latency_ms_median") is not None:
         print(f"  controller: {ctl.get('flowmods')} flow-mods, reaction latency median "
               f"{ctl['reaction_latency_ms_median']:.1f} ms / p99 {ctl['reaction_latency_ms_p99']:.1f} ms")
+    applied = [f for f in summary.extra.get("faults") or [] if f.get("applied_s") is not None]
+    if applied:
+        print("  faults: " + "; ".join(f"{f['fault']} (applied at {f['applied_s']:.2f} s)" for f in applied))
+    for change in ctl.get("fabric_changes") or []:
+        print(f"  rerouted: links down {', '.join(change['links_down']) or 'none'}: {change['flowmods']} "
+              f"flow-mods confirmed in {1e3 * change['latency_s']:.1f} ms")
+    for r in ctl.get("restarts") or []:
+        print(f"  controller restarted: {r['reason']}; back after {r['recovery_s']:.2f} s")
     for w in summary.fidelity.get("warnings", []):
         print(f"  WARNING: {w}")
+    for note in summary.fidelity.get("notes", []):
+        print(f"  note: {note}")
     print(f"  results: {out}/summary.json")

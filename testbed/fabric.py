@@ -32,7 +32,8 @@ import time
 from functools import partial
 from typing import Dict, List, Optional, Sequence
 
-from core.config import DEFAULT_POLL_INTERVAL_S, ControllerConfig
+from core.config import DEFAULT_POLL_INTERVAL_S, RESYNC_ENV, ControllerConfig
+from core.faults import Fault, link_interfaces
 from core.fabric import FabricLayout, FabricSpec
 from core.model import FlowKey, JobSpec
 from testbed import qos, state
@@ -42,6 +43,10 @@ LOG = logging.getLogger("flux.testbed")
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONTROLLER_NICENESS = {"scheduler": -10, "monitor": 0}
 DGRAM_QLEN = 4096
+CONTROLLER_LOGS = {"scheduler": "controller.log", "monitor": "monitor.log"}
+CONTROLLER_STATS = {"scheduler": "controller_stats.json", "monitor": "monitor_stats.json"}
+MAX_RESTARTS = 3            # per controller and run: a controller that keeps dying fails the run
+RECONNECT_BACKOFF_MS = 1000
 MAX_MISSED_ANSWERS = 3  # consecutive unanswered liveness checks (half a second apart) that fail a run
 
 
@@ -130,7 +135,7 @@ class Testbed:
                  scheduler_params: Optional[dict] = None, jobs: Sequence[JobSpec] = (),
                  poll_interval_s: float = DEFAULT_POLL_INTERVAL_S, class_floor: float = qos.DEFAULT_FLOOR,
                  queue_ms: float = qos.DEFAULT_QUEUE_MS, run_id: str = "", datapath: Optional[str] = None,
-                 class_mode: str = "strict"):
+                 class_mode: str = "strict", restart_controllers: bool = True):
         spec.validate()
         self.spec = spec
         self.layout = FabricLayout.from_spec(spec)
@@ -157,6 +162,8 @@ class Testbed:
         self.hosts: Dict[str, object] = {}
         self._marker_before: Optional[str] = None
         self._missed: Dict[str, int] = {}
+        self.restart_controllers = restart_controllers
+        self.restarts: List[dict] = []   # controllers restarted during the run (restart_controller)
 
     # ------------------------------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "Testbed":
@@ -187,6 +194,7 @@ class Testbed:
         self.timings["build_s"] = time.time() - t0
         t0 = time.time()
         self.net.start()
+        self._fast_reconnect()
         self._wait_ready()
         self.timings["start_s"] = time.time() - t0
         self._configure_hosts()
@@ -288,46 +296,108 @@ class Testbed:
         with open(cfg_path, "w") as f:
             f.write(self.controller_config().to_json())
         for role in ("scheduler", "monitor"):
-            self.of_ports[role] = port = free_tcp_port()
-            env = dict(os.environ, FLUX_CONTROLLER_CONFIG=os.path.abspath(cfg_path),
-                       PYTHONPATH=PROJECT_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
-            log_name = "controller.log" if role == "scheduler" else "monitor.log"
-            log = open(os.path.join(self.out_dir, log_name), "w")
-            # Own session: a Ctrl-C in the terminal reaches the runner, which stops the controller in order.
-            # The scheduler stands for a controller on its own machine: on a 2-core box it must not queue behind
-            # emulated hosts for the CPU, or reaction latency would measure the emulator, not the policy.
-            # It also dies with the runner, even one killed with SIGKILL.
-            niceness = CONTROLLER_NICENESS[role]
-            die_with_runner = state.die_with_parent()
-
-            def preexec(n=niceness, die=die_with_runner):
-                die()
-                if n:
-                    os.nice(n)
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "controller.launcher", "--role", role, "--ofp-tcp-listen-port", str(port)],
-                cwd=PROJECT_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=preexec)
-            log.close()
-            self.controllers[role] = proc
-            self.state.add_process(proc.pid, f"controller ({role})")
-        for role, proc in self.controllers.items():
-            log_name = os.path.join(self.out_dir, "controller.log" if role == "scheduler" else "monitor.log")
-            deadline = time.time() + 30
-            while time.time() < deadline:
-                if proc.poll() is not None:
-                    raise TestbedError(f"the {role} controller exited at start (code {proc.returncode}); "
-                                       f"see {log_name}:\n{self._log_tail(log_name)}")
-                if controller_listening("127.0.0.1", self.of_ports[role], timeout_s=0.5):
-                    break
-                time.sleep(0.1)
-            else:
-                raise TestbedError(f"the {role} controller did not listen on 127.0.0.1:{self.of_ports[role]} "
-                                   f"within 30 s")
+            self.of_ports[role] = free_tcp_port()
+            self._spawn_controller(role)
+        for role in self.controllers:
+            self._wait_listening(role, 30.0)
         self.clients = {"scheduler": ControlClient(self.control_socket, "scheduler"),
                         "monitor": ControlClient(self.monitor_socket, "monitor")}
         for client in self.clients.values():
             self.state.add_file(client.path)
+
+    def _spawn_controller(self, role: str, resync: bool = False) -> None:
+        """Start one controller process on its OpenFlow port (``resync``: taking over from one that died)."""
+        cfg_path = os.path.join(self.out_dir, "controller.json")
+        env = dict(os.environ, FLUX_CONTROLLER_CONFIG=os.path.abspath(cfg_path),
+                   PYTHONPATH=PROJECT_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env[RESYNC_ENV] = "1" if resync else "0"
+        log = open(os.path.join(self.out_dir, CONTROLLER_LOGS[role]), "a" if resync else "w")
+        # Own session: a Ctrl-C in the terminal reaches the runner, which stops the controller in order.
+        # The scheduler stands for a controller on its own machine: on a 2-core box it must not queue behind
+        # emulated hosts for the CPU, or reaction latency would measure the emulator, not the policy.
+        # It also dies with the runner, even one killed with SIGKILL.
+        niceness = CONTROLLER_NICENESS[role]
+        die_with_runner = state.die_with_parent()
+
+        def preexec(n=niceness, die=die_with_runner):
+            die()
+            if n:
+                os.nice(n)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "controller.launcher", "--role", role, "--ofp-tcp-listen-port",
+             str(self.of_ports[role])],
+            cwd=PROJECT_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=preexec)
+        log.close()
+        self.controllers[role] = proc
+        self.state.add_process(proc.pid, f"controller ({role})")
+
+    def _wait_listening(self, role: str, timeout_s: float) -> None:
+        proc, log_name = self.controllers[role], os.path.join(self.out_dir, CONTROLLER_LOGS[role])
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                raise TestbedError(f"the {role} controller exited at start (code {proc.returncode}); "
+                                   f"see {log_name}:\n{self._log_tail(log_name)}")
+            if controller_listening("127.0.0.1", self.of_ports[role], timeout_s=0.5):
+                return
+            time.sleep(0.05)
+        raise TestbedError(f"the {role} controller did not listen on 127.0.0.1:{self.of_ports[role]} "
+                           f"within {timeout_s:.0f} s")
+
+    def restart_controller(self, role: str, reason: str, timeout_s: float = 15.0) -> dict:
+        """Replace a dead (or hung) controller with a new process that takes over the switches' rules, and wait
+        until every switch is back with it. Returns the record of the gap; TestbedError if it cannot be done.
+
+        The switches keep forwarding with their rules meanwhile (secure fail mode); what is lost is the
+        scheduler's reactions (and the events sent to it) or the monitor's counter polls in the gap."""
+        detected = time.time()
+        old = self.controllers[role]
+        if old.poll() is None:  # hung, not dead: it is ours (started above), so end it by its pid
+            state.end_processes([(old.pid, signal.SIGKILL)], grace_s=2.0)
+        old.wait()
+        stats = os.path.join(self.out_dir, CONTROLLER_STATS[role])
+        n = sum(1 for r in self.restarts if r["role"] == role)
+        if os.path.exists(stats):  # what the dead process had counted, kept beside its successor's
+            os.replace(stats, stats.replace(".json", f".{n}.json"))
+        self._spawn_controller(role, resync=True)
+        self._wait_listening(role, timeout_s)
+        deadline = time.time() + timeout_s
+        status: dict = {}
+        while time.time() < deadline:
+            if self.controllers[role].poll() is not None:
+                raise TestbedError(f"the restarted {role} controller exited (code "
+                                   f"{self.controllers[role].returncode}); see {CONTROLLER_LOGS[role]}")
+            try:
+                status = self.request({"op": "status"}, timeout=1.0, role=role)
+            except (socket.timeout, OSError):
+                time.sleep(0.1)
+                continue
+            if status.get("ready") == status.get("expected"):
+                break
+            time.sleep(0.05)
+        else:
+            raise TestbedError(f"the restarted {role} controller has {status.get('ready')} of "
+                               f"{status.get('expected')} switches after {timeout_s:.0f} s")
+        self._missed[role] = 0
+        record = {"role": role, "reason": reason, "detected_at": detected, "recovered_at": time.time(),
+                  "recovery_s": time.time() - detected}
+        self.restarts.append(record)
+        LOG.warning("%s: restarted it; back with all switches in %.2f s", reason, record["recovery_s"])
+        return record
+
+    def _fast_reconnect(self) -> None:
+        """Switches retry a lost controller every second at most (Open vSwitch's default backs off to 8 s), so
+        that a restarted controller gets them back within about a second."""
+        ours = {f"tcp:127.0.0.1:{port}" for port in self.of_ports.values()}
+        out = subprocess.run(["ovs-vsctl", "--timeout=5", "--bare", "--columns=_uuid,target", "list", "Controller"],
+                             capture_output=True, text=True).stdout.split()
+        uuids = [uuid for uuid, target in zip(out[0::2], out[1::2]) if target in ours]
+        cmd = ["ovs-vsctl", "--timeout=10"]
+        for uuid in uuids:
+            cmd += ["--", "set", "Controller", uuid, f"max_backoff={RECONNECT_BACKOFF_MS}"]
+        if uuids:
+            subprocess.run(cmd, capture_output=True, text=True)
 
     @staticmethod
     def _log_tail(path: str, lines: int = 15) -> str:
@@ -345,7 +415,7 @@ class Testbed:
             while True:
                 proc = self.controllers[role]
                 if proc.poll() is not None:
-                    log = "controller.log" if role == "scheduler" else "monitor.log"
+                    log = CONTROLLER_LOGS[role]
                     raise TestbedError(f"the {role} controller died; see {log}:\n"
                                        + self._log_tail(os.path.join(self.out_dir, log)))
                 if time.time() > deadline:
@@ -383,32 +453,75 @@ class Testbed:
                 out.update(reply)
             else:
                 out["monitor"] = {k: reply.get(k) for k in ("poll_interval_s", "poll_rounds", "elapsed_s")}
+        out["restarts"] = list(self.restarts)
         return out
 
     def controller_problems(self, timeout_s: float = 0.4) -> List[str]:
         """What is wrong with the controllers now: a process that exited, a loop inside one that died, one that
         lost a switch's OpenFlow connection, or one that has not answered MAX_MISSED_ANSWERS checks in a row (a
-        single late answer on a busy machine is not a failure). Empty when both are well."""
+        single late answer on a busy machine is not a failure). Empty when both are well.
+
+        With ``restart_controllers`` a controller that exited, hung or lost a loop is first replaced
+        (``restart_controller``, at most MAX_RESTARTS times per role): only what cannot be recovered is a
+        problem. Lost switches are not restarted away: the switches, not the controller, went missing."""
         problems = []
-        for role, proc in self.controllers.items():
-            log = "controller.log" if role == "scheduler" else "monitor.log"
-            if proc.poll() is not None:
-                problems.append(f"the {role} controller exited (code {proc.returncode}); see {log}")
+        for role in list(self.controllers):
+            failure = self._controller_failure(role, timeout_s)
+            if failure is None:
                 continue
-            try:
-                status = self.request({"op": "status"}, timeout=timeout_s, role=role)
-            except (socket.timeout, OSError, KeyError, ValueError):
-                self._missed[role] = self._missed.get(role, 0) + 1
-                if self._missed[role] >= MAX_MISSED_ANSWERS:
-                    problems.append(f"the {role} controller has not answered {self._missed[role]} checks; see {log}")
-                continue
-            self._missed[role] = 0
-            if status.get("failed_loops"):
-                problems.append(f"the {role} controller's {', '.join(status['failed_loops'])} stopped; see {log}")
-            if status.get("connected") != status.get("expected"):
-                problems.append(f"the {role} controller lost switches ({status.get('connected')} of "
-                                f"{status.get('expected')} connected)")
+            text, restartable = failure
+            if restartable and self.restart_controllers:
+                if sum(1 for r in self.restarts if r["role"] == role) >= MAX_RESTARTS:
+                    problems.append(f"{text}, after {MAX_RESTARTS} restarts")
+                    continue
+                try:
+                    self.restart_controller(role, text)
+                    continue
+                except TestbedError as exc:
+                    problems.append(f"{text}, and restarting it failed: {exc}")
+                    continue
+            problems.append(text)
         return problems
+
+    def _controller_failure(self, role: str, timeout_s: float):
+        """(what is wrong, whether a restart may cure it) for one controller, or None."""
+        proc, log = self.controllers[role], CONTROLLER_LOGS[role]
+        if proc.poll() is not None:
+            return f"the {role} controller exited (code {proc.returncode}); see {log}", True
+        try:
+            status = self.request({"op": "status"}, timeout=timeout_s, role=role)
+        except (socket.timeout, OSError, KeyError, ValueError):
+            self._missed[role] = self._missed.get(role, 0) + 1
+            if self._missed[role] >= MAX_MISSED_ANSWERS:
+                return f"the {role} controller has not answered {self._missed[role]} checks; see {log}", True
+            return None
+        self._missed[role] = 0
+        if status.get("failed_loops"):
+            return f"the {role} controller's {', '.join(status['failed_loops'])} stopped; see {log}", True
+        if status.get("connected") != status.get("expected"):
+            return (f"the {role} controller lost switches ({status.get('connected')} of "
+                    f"{status.get('expected')} connected)"), False
+        return None
+
+    # ---------------------------------------------------------------------------------------------- faults
+    def apply_fault(self, fault: Fault) -> dict:
+        """Make a fault happen now: links' interfaces down or up (both ends), or a controller killed. Returns
+        what was done, for the run's fault timeline."""
+        record = {"fault": fault.text, "at_s": fault.at_s, "applied_at": time.time()}
+        if fault.kind == "controller":
+            proc = self.controllers[fault.target[0]]
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)  # our own child, by its pid
+            record["pid"] = proc.pid
+            return record
+        names = link_interfaces(fault, self.layout)
+        state_word = "up" if fault.action == "up" else "down"
+        batch = "".join(f"link set dev {name} {state_word}\n" for name in names)
+        r = subprocess.run(["ip", "-batch", "-"], input=batch, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise TestbedError(f"fault {fault.text!r}: ip link failed: {r.stderr.strip()[-300:]}")
+        record["interfaces"] = names
+        return record
 
     # -------------------------------------------------------------------------------------------- network
     def _build_network(self) -> None:

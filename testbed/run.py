@@ -40,6 +40,7 @@ import time  # noqa: E402
 from typing import List, Optional, Tuple  # noqa: E402
 
 from core.config import DEFAULT_POLL_INTERVAL_S  # noqa: E402
+from core.faults import check_targets, parse_faults  # noqa: E402
 from core.fabric import DEFAULT_FATTREE_K, TOPOLOGIES, FabricLayout, FabricSpec  # noqa: E402
 from testbed import qos, state  # noqa: E402
 
@@ -86,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only bring the fabric up and run the checks (no training jobs)")
     g.add_argument("--time-limit", type=float, default=900.0, metavar="S",
                    help="abort the workload after this many seconds")
+    g.add_argument("--fault", action="append", default=[], metavar="SPEC",
+                   help="a fault during the workload (repeatable; added to the scenario's faults:), e.g. "
+                        "'link lf1-sp1 down at 5', 'link lf1-sp1 up at 12', 'switch sp2 down at 8', "
+                        "'controller scheduler kill at 10' (seconds from the workload's start)")
     t = p.add_argument_group("fabric")
     t.add_argument("--topology", choices=TOPOLOGIES, default="leafspine",
                    help="fabric family: leafspine (--spines, --leaves, --hosts-per-leaf) or a 3-tier k-ary fattree "
@@ -113,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--datapath", choices=["auto", "kernel", "user"], default="auto",
                    help="OVS datapath; auto = kernel if the openvswitch module is loaded, else userspace")
     c = p.add_argument_group("controller and output")
+    c.add_argument("--controller-recovery", choices=["restart", "fail"], default="restart",
+                   help="a controller that dies or hangs mid-run: restart it and record the gap, or fail the run")
     c.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL_S, metavar="S",
                    help="port and flow counter polling interval of the controller, seconds")
     c.add_argument("--out", default=None, metavar="DIR",
@@ -162,6 +169,13 @@ def validate(args) -> dict:
         resolved = scenario.resolve(layout.host_tuples(), spec.host_rate_mbps)
     except (ScenarioError, ValueError) as exc:
         raise BadInput(str(exc))
+    try:
+        faults = parse_faults(list(resolved.faults) + list(args.fault))
+        check_targets(faults, layout)
+    except ValueError as exc:
+        raise BadInput(str(exc))
+    if faults and args.no_workload:
+        raise BadInput("faults happen during the workload: drop --no-workload")
     jobs = resolved.jobs
     if args.iterations is not None:
         import dataclasses
@@ -172,7 +186,7 @@ def validate(args) -> dict:
     except ValueError as exc:
         raise BadInput(str(exc))
     return {"spec": spec, "layout": layout, "params": params, "scenario_path": os.path.abspath(path),
-            "scenario": resolved, "jobs": jobs}
+            "scenario": resolved, "jobs": jobs, "faults": faults}
 
 
 def fabric_spec(args) -> FabricSpec:
@@ -301,6 +315,7 @@ def run(args, resolved: dict) -> int:
         "poll_interval_s": args.poll_interval, "class_floor": args.class_floor, "queue_ms": args.queue_ms,
         "class_mode": args.class_mode,
         "iterations_override": args.iterations, "time_limit_s": args.time_limit,
+        "faults": [f.text for f in resolved["faults"]], "controller_recovery": args.controller_recovery,
         "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
         # Every flag by name, so that a sweep can read back any axis without knowing the keys above.
         "flags": {name.replace("_", "-"): value for name, value in sorted(vars(args).items())},
@@ -314,7 +329,7 @@ def run(args, resolved: dict) -> int:
     tb = Testbed(spec, out, scheduler=args.scheduler, scheduler_params=resolved["params"],
                  jobs=[] if args.no_workload else resolved["jobs"], poll_interval_s=args.poll_interval,
                  class_floor=args.class_floor, queue_ms=args.queue_ms, run_id=run_id, datapath=datapath,
-                 class_mode=args.class_mode)
+                 class_mode=args.class_mode, restart_controllers=args.controller_recovery == "restart")
     code = EXIT_FAILED
     unexpected = False
     try:
@@ -352,7 +367,8 @@ def run(args, resolved: dict) -> int:
                                                       f"{j.iterations} it)" for j in resolved["jobs"]))
             cpu0, t0, tcp0 = ovs_cpu_seconds(), time.time(), experiment.tcp_counters(tb)
             workload = experiment.run_jobs(tb, resolved["jobs"], folder, seed=args.seed,
-                                           time_limit_s=args.time_limit, progress=not args.quiet)
+                                           time_limit_s=args.time_limit, progress=not args.quiet,
+                                           faults=resolved["faults"])
             summary.jobs = [JobSummary.from_dict(j) for j in workload.pop("jobs")]
             summary.cluster = workload.pop("cluster")
             summary.extra.update(workload)

@@ -32,9 +32,10 @@ def test_cookies_round_trip():
 
 def test_spines_send_every_host_address_towards_its_leaf():
     rules = RULES.switch_rules(spine_dpid(1))
-    assert RULES.groups(spine_dpid(1)) == []
+    groups = {g.group_id: g.ports for g in RULES.groups(spine_dpid(1))}
+    assert groups == {1: (1,), 2: (2,)}                            # one way down to each leaf
     out = {dict(r.match)["ipv4_dst"]: r.actions for r in rules if r.table == 1}
-    assert out == {h.ip: (("output", h.leaf),) for h in LAYOUT.hosts}
+    assert out == {h.ip: (("group", h.leaf),) for h in LAYOUT.hosts}
     table0 = [r for r in rules if r.table == 0]
     assert all(r.goto_table == 1 and r.actions == () for r in table0)  # the DSCP from the ingress leaf is kept
 
@@ -42,7 +43,7 @@ def test_spines_send_every_host_address_towards_its_leaf():
 def test_leaves_mark_host_traffic_class_0_and_hash_remote_destinations():
     dpid = leaf_dpid(1)
     (group,) = RULES.groups(dpid)
-    assert group.ports == (3, 4)                                     # ECMP over the spines
+    assert group.group_id == 2 and group.ports == (3, 4)            # towards leaf 2: ECMP over the spines
     rules = RULES.switch_rules(dpid)
     from_hosts = [r for r in rules if dict(r.match).get("in_port") in (1, 2)]
     assert len(from_hosts) == 2
@@ -83,16 +84,16 @@ INTRA_POD = FlowKey("10.0.0.1", "10.0.0.3", 20001, 10000)   # h1 (lf1) -> h3 (lf
 
 
 def test_fattree_forwarding_hashes_upwards_and_goes_straight_down():
-    (edge_group,) = FAT_RULES.groups(leaf_dpid(1))
-    assert edge_group.ports == (3, 4)                          # the pod's two aggregation switches
-    (agg_group,) = FAT_RULES.groups(aggregation_dpid(1))
-    assert agg_group.ports == (3, 4)                           # ag1's two cores
-    assert FAT_RULES.groups(core_dpid(1)) == []
-    agg = {dict(r.match)["ipv4_dst"]: r.actions for r in FAT_RULES.switch_rules(aggregation_dpid(1)) if r.table == 1}
-    assert agg["10.0.0.3"] == (("output", 2),)                 # down to lf2 (its port 2)
-    assert agg["10.0.0.5"] == (("group", agg_group.group_id),)  # up, hashed over the cores
-    core = {dict(r.match)["ipv4_dst"]: r.actions for r in FAT_RULES.switch_rules(core_dpid(1)) if r.table == 1}
-    assert core["10.0.0.5"] == (("output", 2),)                # pod 1 hangs off core port 2
+    edge = {g.group_id: g.ports for g in FAT_RULES.groups(leaf_dpid(1))}
+    assert edge == {leaf: (3, 4) for leaf in range(2, 9)}       # up to the pod's two aggregation switches
+    agg = {g.group_id: g.ports for g in FAT_RULES.groups(aggregation_dpid(1))}
+    assert agg[2] == (2,)                                      # down to lf2 (its port 2)
+    assert agg[3] == (3, 4)                                    # up, hashed over ag1's two cores
+    core = {g.group_id: g.ports for g in FAT_RULES.groups(core_dpid(1))}
+    assert core[3] == core[4] == (2,)                          # pod 1 (lf3, lf4) hangs off core port 2
+    table1 = {dict(r.match)["ipv4_dst"]: r.actions for r in FAT_RULES.switch_rules(aggregation_dpid(1))
+              if r.table == 1}
+    assert table1["10.0.0.5"] == (("group", 3),)
     assert len(FAT.paths(1, 3)) == 4 and len(FAT.paths(1, 2)) == 2 and FAT.paths(1, 1) == (("lf1",),)
 
 
@@ -114,6 +115,22 @@ def test_a_fattree_path_needs_a_transit_rule_where_the_path_still_has_a_choice()
         {aggregation_dpid(1), aggregation_dpid(2)}
     # Inside a pod the aggregation switch has one way down: no transit rule.
     assert len(FAT_RULES.flow_rules(INTRA_POD, Decision(4, 1), 1, reverse=False)) == 1
+
+
+def test_failed_links_change_only_group_buckets_and_the_paths_that_remain():
+    down = LAYOUT.without([LAYOUT.link_between("lf2", "sp1")])
+    live = RuleCompiler(down)
+    assert {g.group_id: g.ports for g in live.groups(leaf_dpid(1))} == {2: (4,)}   # only via sp2 now
+    assert {g.group_id: g.ports for g in live.groups(spine_dpid(1))} == {1: (1,), 2: (1,)}  # back via lf1
+    assert live.switch_rules(leaf_dpid(1)) == RULES.switch_rules(leaf_dpid(1))      # rules untouched
+    # A flow pinned to the dead path's index lands on the one path left.
+    (forward,) = live.flow_rules(CROSS, Decision(5, 0), 1, reverse=False)
+    assert forward.actions == (("dscp", class_to_dscp(5)),) and forward.goto_table == 1   # no choice left
+    # Cut off entirely: a group without buckets drops; a flow's rule still marks its class.
+    single = FabricLayout.from_spec(FabricSpec(spines=1, leaves=2, hosts_per_leaf=2))
+    cut = RuleCompiler(single.without(single.links_of("sp1")))
+    assert {g.group_id: g.ports for g in cut.groups(leaf_dpid(1))} == {2: ()}
+    assert len(cut.flow_rules(CROSS, Decision(5, 0), 1, reverse=False)) == 1
 
 
 def test_only_changed_decisions_are_rewritten():
@@ -144,6 +161,7 @@ def test_each_app_registers_its_own_and_the_shared_handlers():
 
     def handlers(cls):
         return {name for name, f in inspect.getmembers(cls) if hasattr(f, "callers")}
-    assert handlers(SchedulerApp) == {"_state_change", "_switch_features", "_barrier_reply"}
+    assert handlers(SchedulerApp) == {"_state_change", "_switch_features", "_barrier_reply", "_port_status",
+                                      "_port_desc"}
     assert handlers(MonitorApp) == {"_state_change", "_switch_features", "_barrier_reply", "_port_stats",
                                     "_flow_stats"}

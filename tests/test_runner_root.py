@@ -166,9 +166,10 @@ def test_second_concurrent_run_is_refused(tmp_path):
 
 
 def test_a_dead_scheduler_fails_the_run_loudly(tmp_path):
-    """Killed mid-workload, the scheduler must not leave behind a run that reports 'OK' with figures that are not
-    its own: the runner notices within a second, stops, and says why (summary, stderr, exit code 1)."""
-    runner = Runner(SMALL + ["--out", str(tmp_path / "run")])
+    """Killed mid-workload with recovery off, the scheduler must not leave behind a run that reports 'OK' with
+    figures that are not its own: the runner notices within a second, stops, and says why (summary, stderr, exit
+    code 1). (With recovery on, the default, tests/test_faults_root.py checks the restart.)"""
+    runner = Runner(SMALL + ["--controller-recovery", "fail", "--out", str(tmp_path / "run")])
     runner.wait_for("[3/4] workload")
     time.sleep(1.0)
     scheduler = next(p for p in state.load()["processes"] if p["role"] == "controller (scheduler)")

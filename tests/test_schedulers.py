@@ -494,3 +494,22 @@ def test_every_scheduler_decides_on_a_fattree(name):
         scheduler.on_event(ev, 0.0)
     for d in scheduler.decide(0.01).values():
         assert d.path is None or 0 <= d.path < fabric.max_paths
+
+
+@pytest.mark.parametrize("name", ["crux", "flux"])
+def test_path_placing_policies_move_off_a_failed_link_and_keep_their_classes(name):
+    layout = FabricLayout.from_spec(FabricSpec(2, 2, 4, 10.0, 20.0))
+    jobs = [make_job(0, [1, 5, 2, 6], make_model()), make_job(1, [3, 7], make_model(bucket_bytes=100_000))]
+    scheduler = make_scheduler(name, layout.view(), jobs, {})
+    before = scheduler.decide(0.0)
+    assert {d.path for d in before.values()} == {0, 1}               # the two jobs on different spines
+    scheduler.on_fabric_change(layout.without([layout.link_between("lf1", "sp1")]).view())
+    after = scheduler.decide(0.0)
+    assert set(after) == set(before)
+    assert all(after[f].priority_class == before[f].priority_class for f in before)
+    # Cross-leaf hops have one path left, through sp2: nothing to choose, so the forwarding table takes it.
+    crossing = [f for f in after if scheduler.fabric.crosses_leaves(f)]
+    assert crossing
+    for flow in crossing:
+        (path,) = scheduler.fabric.paths(flow.src_ip, flow.dst_ip)
+        assert path[1] == "sp2" and after[flow].path is None

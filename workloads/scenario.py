@@ -17,6 +17,8 @@ A scenario file is YAML (JSON is accepted too, since it is YAML)::
         start_offset_s: 0.0        # optional: emulated seconds after the run starts
         semantics: overlap         # optional: overlap | wait_all (see core.model.SEMANTICS)
         hosts: [h1, h5, h9, h13]   # optional: explicit hosts, rank order; overrides the placement policy
+    faults:                        # optional: link, switch and controller faults (grammar: core/faults.py)
+      - link lf1-sp1 down at 5     # seconds from the start of the workload
 
 Unknown fields are errors; every error is a ``ScenarioError`` whose message names the file and the field, e.g.
 ``scenario.yaml: jobs[1].workers: must be an integer >= 2 (got 1)``.
@@ -46,6 +48,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import yaml
 
+from core.faults import parse_fault
 from core.model import MAX_BUCKETS, MAX_JOBS, SEMANTICS, JobSpec, ModelProfile
 from workloads.profiles import PROFILE_SUFFIXES, available_profiles, coarsen, load_profile
 from workloads.scaling import (
@@ -63,7 +66,7 @@ DEFAULT_POLICY = "spread"
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 _TOP_KEYS = ("name", "description", "real_link_gbps", "time_scale", "target_iteration_s", "max_buckets",
-             "placement", "jobs")
+             "placement", "jobs", "faults")
 _JOB_KEYS = ("name", "model", "workers", "iterations", "start_offset_s", "semantics", "hosts")
 
 Host = Tuple[str, str, int]
@@ -118,6 +121,7 @@ class ResolvedScenario:
     max_buckets: int
     spec: dict = field(default_factory=dict)           # Scenario.to_dict() of what was resolved
     real_models: Dict[str, ModelProfile] = field(default_factory=dict)   # job name -> real profile
+    faults: Tuple[str, ...] = ()                        # as written (core/faults.py parses them)
 
     def estimated_iteration_s(self) -> Dict[str, float]:
         """Per job: emulated iteration length with no overlap and no contention (compute + ring at link rate)."""
@@ -155,6 +159,7 @@ class Scenario:
     max_buckets: int = DEFAULT_MAX_BUCKETS
     placement: Placement = Placement()
     source: str = "<scenario>"
+    faults: Tuple[str, ...] = ()
 
     @property
     def total_workers(self) -> int:
@@ -166,6 +171,7 @@ class Scenario:
             "time_scale": "auto" if self.time_scale is None else self.time_scale,
             "target_iteration_s": list(self.target_iteration_s), "max_buckets": self.max_buckets,
             "placement": self.placement.to_dict(), "jobs": [j.to_dict() for j in self.jobs],
+            "faults": list(self.faults),
         }
 
     def scaling(self, emu_link_mbps: float) -> Scaling:
@@ -221,7 +227,8 @@ class Scenario:
                                 addresses=tuple(address[n] for n in names)))
         return ResolvedScenario(name=self.name, description=self.description, source=self.source, jobs=jobs,
                                 scaling=scaling, placement=self.placement, max_buckets=self.max_buckets,
-                                spec=self.to_dict(), real_models={j.name: j.profile for j in self.jobs})
+                                spec=self.to_dict(), real_models={j.name: j.profile for j in self.jobs},
+                                faults=self.faults)
 
     def _fail(self, where: str, message: str):
         raise ScenarioError(f"{self.source}: {where}: {message}")
@@ -303,9 +310,18 @@ def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Union[st
             v.fail(f"jobs[{i}].name", f"duplicate job name {job.name!r} (also jobs[{seen[job.name]}])")
         seen[job.name] = i
         jobs.append(job)
+    faults = data.get("faults", [])
+    if not isinstance(faults, list):
+        v.fail("faults", "must be a list of faults such as 'link lf1-sp1 down at 5'")
+    for i, line in enumerate(faults):
+        try:
+            parse_fault(line)
+        except ValueError as exc:
+            v.fail(f"faults[{i}]", str(exc))
     return Scenario(name=name, jobs=tuple(jobs), description=" ".join(description.split()),
                     real_link_gbps=real_link_gbps, time_scale=time_scale, target_iteration_s=(lo, hi),
-                    max_buckets=max_buckets, placement=placement, source=source)
+                    max_buckets=max_buckets, placement=placement, source=source,
+                    faults=tuple(str(line).strip() for line in faults))
 
 
 class _Checker:

@@ -116,6 +116,12 @@ class Scheduler(ABC):
         """Record an operation event. Policies that need more override and call super()."""
         self.tracker.apply(event)
 
+    def on_fabric_change(self, fabric: FabricView) -> None:
+        """The fabric changed (links failed or came back): ``fabric`` holds the paths that are left, and a
+        decision's path index now refers to them. Policies that place paths override this, call super() and
+        place them again; classes and everything learnt from events are kept."""
+        self.fabric = fabric
+
     @abstractmethod
     def decide(self, now: float) -> Dict[FlowKey, Decision]:
         """The wanted class and path of every flow this policy steers."""

@@ -244,6 +244,14 @@ class CruxScheduler(Scheduler):
         self._rules = self._build_rules()
         self._last: Dict[FlowKey, Decision] = {}
 
+    def on_fabric_change(self, fabric: FabricView) -> None:
+        """Paths placed again over what is left, in the same priority order; intensities (isolated estimates on
+        the intact fabric) and classes stay, so that no live flow changes class because a link failed."""
+        super().on_fabric_change(fabric)
+        priority = {i: ji.priority for i, ji in self.intensities.items()}
+        self.paths = select_paths(fabric, self.jobs, priority, self.params["paths"])
+        self._rules = self._build_rules()
+
     def _build_rules(self) -> Dict[FlowKey, Decision]:
         rules: Dict[FlowKey, Decision] = {}
         for job in self.jobs:

@@ -209,6 +209,13 @@ class FluxScheduler(Scheduler):
         self._held: Dict[OperationId, _Held] = {}
         self._last: Dict[FlowKey, Decision] = {}
 
+    def on_fabric_change(self, fabric: FabricView) -> None:
+        """Paths placed again over what is left (as Crux does); scores, live operations and classes are kept."""
+        super().on_fabric_change(fabric)
+        self.paths = select_paths(fabric, self.jobs, {i: ji.priority for i, ji in self.intensities.items()},
+                                  self.params["paths"])
+        self._flow_cache = None
+
     # -- scoring -----------------------------------------------------------------------------------------------
 
     def score(self, state: OperationState, now: float) -> OpScore:
