@@ -45,6 +45,8 @@ from core.stats import percentile
 from workloads.events import EventReceiver
 
 LOG = logging.getLogger("flux.controller")
+# Port changes closer together than this are one fabric change (a switch's ports go down one by one).
+FABRIC_SETTLE_S = 0.01
 
 
 class SchedulerApp(FabricApp):
@@ -66,6 +68,7 @@ class SchedulerApp(FabricApp):
         self.resync = os.environ.get(RESYNC_ENV) == "1"
         self.down_ports: Set[Tuple[int, int]] = set()   # (dpid, port) reported down
         self.down_links: FrozenSet = frozenset()
+        self._fabric_pending = None   # time of the first port change not yet acted on
 
         # A restarted controller appends to its predecessor's files.
         self.event_csv = Csv(os.path.join(self.out, "events.csv"),
@@ -122,7 +125,7 @@ class SchedulerApp(FabricApp):
         dp = msg.datapath
         down = msg.reason == dp.ofproto.OFPPR_DELETE or self._port_is_down(dp, msg.desc)
         self._set_port(dp.id, msg.desc.port_no, down)
-        self._fabric_changed(t0)
+        self._fabric_changed_soon(t0)
 
     @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
     def _port_desc(self, ev):
@@ -141,6 +144,17 @@ class SchedulerApp(FabricApp):
             self.down_ports.add((dpid, port))
         else:
             self.down_ports.discard((dpid, port))
+
+    def _fabric_changed_soon(self, t0: float) -> None:
+        """Recompile once for a burst of port changes (a switch going down reports every port, and each end of a
+        link reports its own), FABRIC_SETTLE_S after the first of them."""
+        if self._fabric_pending is None:
+            self._fabric_pending = t0
+            hub.spawn_after(FABRIC_SETTLE_S, self._fabric_settled)
+
+    def _fabric_settled(self) -> None:
+        t0, self._fabric_pending = self._fabric_pending, None
+        self._fabric_changed(t0)
 
     def _fabric_changed(self, t0: float) -> None:
         """Recompile everything for the links that are up, if that set changed: groups' buckets, the scheduler's

@@ -6,6 +6,7 @@
   and a scheduler's view of it;
 * ``core.ring``: the traffic of a ring all-reduce;
 * ``core.config``: the controller's configuration, as the runner writes it and the controller reads it;
+* ``core.faults``: the faults an experiment schedules (links, switches, controllers);
 * ``core.stats``: the one percentile every report uses.
 
 Index convention: switches, hosts and ports are numbered from 1 where they have names (``lf1``, ``h1``, port 1,

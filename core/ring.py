@@ -24,3 +24,13 @@ def ring_time_s(nbytes: float, workers: int, rate_bps: float) -> float:
     if rate_bps <= 0:
         raise ValueError(f"rate must be > 0 (got {rate_bps})")
     return ring_bytes_per_rank(nbytes, workers) * 8.0 / rate_bps
+
+
+# TCP payload of one full-size packet at a 1500-byte MTU (IPv4 and TCP headers with the timestamp option).
+DATA_PACKET_PAYLOAD = 1448
+
+
+def packets_per_hop(nbytes: float, workers: int) -> float:
+    """Full-size data packets one rank puts on its ring hop in one all-reduce of ``nbytes``: the granularity at
+    which a switch can order an operation (a few packets leave little for a priority to act on)."""
+    return ring_bytes_per_rank(nbytes, workers) / DATA_PACKET_PAYLOAD

@@ -545,6 +545,14 @@ def fig_link_classes(res: Results, out: str, formats: Sequence[str], run: Option
                 label="all traffic (port counters)")
     if tr.capacity_mbps:
         ax.axhline(tr.capacity_mbps, color="black", linestyle="--", linewidth=0.8, label="capacity")
+    # Faults the run applied (summary.json's fault timeline), where they fall in the window shown.
+    timeline = (rec.summary.extra.get("faults") if rec.summary is not None else None) or []
+    faults = [(f["applied_at"] - edges[0], f["fault"]) for f in timeline
+              if f.get("applied_at") and edges[0] <= f["applied_at"] <= edges[-1]]
+    for i, (t, text) in enumerate(faults):
+        ax.axvline(t, color="tab:red", linewidth=0.8, linestyle=":", label="fault" if i == 0 else None)
+        ax.annotate(text, (t, 1.0), xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right",
+                    fontsize="x-small", color="tab:red")
     ax.set_xlabel("Time (s)")
     ax.set_ylabel(f"Leaf {tr.leaf} uplink (Mbit/s)")
     ax.set_xlim(0, x[-1])
@@ -567,7 +575,8 @@ def fig_link_classes(res: Results, out: str, formats: Sequence[str], run: Option
                f"the priority class each flow had at the time (decisions.csv; class 0 before a flow's first "
                f"decision; 7 is served first; classes seen: {classes}). Thin black line: all traffic on the leaf's "
                f"uplink ports (port counters, including ACKs and other traffic)"
-               + (f"; dashed: uplink capacity {tr.capacity_mbps:g} Mbit/s." if tr.capacity_mbps else "."))
+               + (f"; dashed: uplink capacity {tr.capacity_mbps:g} Mbit/s" if tr.capacity_mbps else "")
+               + (f"; dotted red: the faults applied ({'; '.join(text for _, text in faults)})." if faults else "."))
     return files, caption
 
 

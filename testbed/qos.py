@@ -30,7 +30,7 @@ returned as argument lists and run by testbed/fabric.py.
 """
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List, Tuple
 
 from core.classes import NUM_CLASSES, tos_byte
 
@@ -132,3 +132,39 @@ def parse_class_stats(tc_output: str) -> dict:
             stats[current] = (int(parts[1]), int(parts[3]))
             current = None
     return stats
+
+
+def parse_qdisc_stats(tc_output: str) -> Dict[Tuple[str, int], Tuple[int, int, int]]:
+    """Per (device, class): (bytes sent, packets dropped, bytes queued now) of each class's FIFO, from
+    ``tc -s qdisc show`` (all devices at once). Only the classes' leaf FIFOs count: that is where a class's
+    packets wait and where they are dropped."""
+    out: Dict[Tuple[str, int], Tuple[int, int, int]] = {}
+    key = None
+    sent = dropped = 0
+    for line in tc_output.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] == "qdisc":
+            key = None
+            if "dev" in parts and "parent" in parts:
+                dev, parent = parts[parts.index("dev") + 1], parts[parts.index("parent") + 1]
+                for c in range(NUM_CLASSES):
+                    if parent == htb_classid(c):
+                        key = (dev, c)
+        elif key is not None and parts[0] == "Sent":
+            sent = int(parts[1])
+            dropped = int(parts[6].rstrip(","))  # "Sent B bytes P pkt (dropped D, overlimits ..."
+        elif key is not None and parts[0] == "backlog":
+            out[key] = (sent, dropped, _bytes(parts[1]))
+            key = None
+    return out
+
+
+def _bytes(text: str) -> int:
+    """tc's byte counts: 1514b, 12Kb, 1Mb (powers of 1024 in tc's output)."""
+    units = {"b": 1, "Kb": 1024, "Mb": 1024 ** 2, "Gb": 1024 ** 3}
+    for unit in ("Kb", "Mb", "Gb", "b"):
+        if text.endswith(unit):
+            return int(float(text[: -len(unit)]) * units[unit])
+    return int(text)

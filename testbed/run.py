@@ -274,17 +274,6 @@ def versions() -> dict:
             "git_commit": commit, "git_dirty": bool(dirty)}
 
 
-def ovs_cpu_seconds() -> Optional[float]:
-    try:
-        with open("/var/run/openvswitch/ovs-vswitchd.pid") as f:
-            pid = int(f.read().strip())
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 # ------------------------------------------------------------------------------------------------ the run
 def outcome(failures: List[str], faithful: Optional[bool]) -> Tuple[bool, Optional[str], int]:
     """(ok, error, exit code) of a run that went to its end: any failure fails it; a run that completed but
@@ -298,7 +287,7 @@ def outcome(failures: List[str], faithful: Optional[bool]) -> Tuple[bool, Option
 
 
 def run(args, resolved: dict) -> int:
-    from testbed import experiment, reconstruct
+    from testbed import experiment, fidelity, reconstruct
     from testbed.fabric import Testbed, TestbedError
     from testbed.results import JobSummary, RunFolder, RunSummary
 
@@ -365,15 +354,16 @@ def run(args, resolved: dict) -> int:
         else:
             LOG.info("[3/4] workload: %s", ", ".join(f"{j.name} ({j.model.name}, {j.workers} workers, "
                                                       f"{j.iterations} it)" for j in resolved["jobs"]))
-            cpu0, t0, tcp0 = ovs_cpu_seconds(), time.time(), experiment.tcp_counters(tb)
+            monitor = fidelity.FidelityMonitor(tb)
+            monitor.start()
             workload = experiment.run_jobs(tb, resolved["jobs"], folder, seed=args.seed,
                                            time_limit_s=args.time_limit, progress=not args.quiet,
-                                           faults=resolved["faults"])
+                                           faults=resolved["faults"], monitor=monitor)
+            monitor.finish()
             summary.jobs = [JobSummary.from_dict(j) for j in workload.pop("jobs")]
             summary.cluster = workload.pop("cluster")
             summary.extra.update(workload)
-            cpu1, t1, tcp1 = ovs_cpu_seconds(), time.time(), experiment.tcp_counters(tb)
-            summary.fidelity = experiment.fidelity(folder, tb, cpu0, cpu1, t1 - t0, tcp0, tcp1, summary.jobs)
+            summary.fidelity = fidelity.verdict(folder, tb, monitor, resolved["jobs"], summary.jobs)
         # Whatever happened to the controllers anywhere in the run is said, and fails it: figures taken while the
         # scheduler was dead are not the scheduler's.
         problems = list(summary.extra.get("controller_failure") or []) + tb.controller_problems()

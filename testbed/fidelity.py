@@ -1,0 +1,296 @@
+"""Is a run's figure about the scheduler, or about the emulator? The measurements behind the verdict, and the verdict.
+
+Measured during the workload by ``FidelityMonitor`` (ticked by the workload loop twice a second; each tick is one
+``tc -s qdisc show`` of every interface and one read of ovs-vswitchd's CPU time):
+
+* Open vSwitch's CPU: the mean over the workload and the peak over any ``CPU_WINDOW_S`` window;
+* per priority class of every switch port (its FIFO under the HTB tree): bytes sent, packets dropped, and the
+  mean queueing delay by Little's law (time-averaged backlog / throughput, the backlog sampled at every tick);
+* before and after: the TCP counters of every host namespace, so per job: segments sent, retransmitted, and
+  retransmission timeouts (a job's hosts are its own);
+* from the jobs as scaled: the data packets each operation puts on a ring hop (``core.ring.packets_per_hop``);
+* from the monitor's port counters (port_stats.csv): the peak achieved rate of every port against its configured
+  rate (measured where the link ends, at the far switch's receive counter).
+
+``verdict`` turns them into ``fidelity.warnings``; a run with any warning is not faithful. The thresholds and how
+they were set are in docs/fidelity.md (from the rate-invariance runs of scripts/bench_fidelity.py).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+import subprocess
+import time
+from collections import defaultdict
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from core.fabric import FABRIC_NAME
+from core.model import JobSpec
+from core.ring import packets_per_hop
+from core.stats import percentile
+from testbed.qos import parse_qdisc_stats
+from testbed.results import RunFolder
+
+LOG = logging.getLogger("flux.run")
+
+OVS_CPU_LIMIT = 0.85          # mean fraction of one core above which ovs-vswitchd starts dropping fidelity
+OVS_CPU_PEAK_LIMIT = 0.95     # ... and over any CPU_WINDOW_S window (a saturated datapath delays every packet)
+CPU_WINDOW_S = 2.0
+RATE_TOLERANCE = 1.05         # achieved/configured above this means a port was not shaped as configured
+UNEXPLAINED_IDLE_LIMIT = 0.02  # GPU idle time not spent waiting for an operation, as a fraction of wall time
+# TCP retransmission timeouts per job iteration. A real RoCE fabric has none; a few per run are the emulated
+# TCP's noise, but a timeout costs at least the 200 ms minimum RTO, a sizeable part of an emulated iteration.
+TIMEOUTS_PER_ITERATION_LIMIT = 0.5
+MIN_PACKETS_PER_OP = 20       # below this an operation's class hardly matters (a handful of packets)
+
+
+def ovs_cpu_seconds() -> Optional[float]:
+    """CPU seconds (user + system) ovs-vswitchd has used so far, or None when it cannot be read."""
+    try:
+        with open("/var/run/openvswitch/ovs-vswitchd.pid") as f:
+            pid = int(f.read().strip())
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def tcp_counters_by_host(tb) -> Dict[str, Dict[str, int]]:
+    """Per host: TCP segments sent, retransmitted, and retransmission timeouts (each host is a namespace)."""
+    out = {}
+    for name, host in tb.hosts.items():
+        counts = {"out_segs": 0, "retrans_segs": 0, "timeouts": 0}
+        text = host.cmd("cat /proc/net/snmp /proc/net/netstat")
+        rows = [line.split() for line in text.splitlines()]
+        for head, vals in zip(rows, rows[1:]):
+            if not head or not vals or head[0] != vals[0] or head[0] not in ("Tcp:", "TcpExt:"):
+                continue
+            table = dict(zip(head[1:], vals[1:]))
+            if head[0] == "Tcp:" and "OutSegs" in table:
+                counts["out_segs"] = int(table["OutSegs"])
+                counts["retrans_segs"] = int(table["RetransSegs"])
+            elif head[0] == "TcpExt:" and "TCPTimeouts" in table:
+                counts["timeouts"] = int(table["TCPTimeouts"])
+        out[name] = counts
+    return out
+
+
+def switch_qdiscs() -> Dict[Tuple[str, int], Tuple[int, int, int]]:
+    """(port, class) -> (bytes sent, packets dropped, bytes queued) of every switch port's class FIFOs."""
+    out = subprocess.run(["tc", "-s", "qdisc", "show"], capture_output=True, text=True).stdout
+    return {k: v for k, v in parse_qdisc_stats(out).items() if FABRIC_NAME.fullmatch(k[0])}
+
+
+class FidelityMonitor:
+    """Samples what the verdict needs while the workload runs (see the module docstring)."""
+
+    def __init__(self, tb):
+        self.tb = tb
+        self.cpu: List[Tuple[float, float]] = []        # (time, ovs-vswitchd CPU seconds)
+        self.backlog: Dict[Tuple[str, int], List[int]] = defaultdict(list)
+        self.qdisc0: Dict[Tuple[str, int], Tuple[int, int, int]] = {}
+        self.qdisc1: Dict[Tuple[str, int], Tuple[int, int, int]] = {}
+        self.tcp0: Dict[str, Dict[str, int]] = {}
+        self.tcp1: Dict[str, Dict[str, int]] = {}
+        self.t0 = self.t1 = 0.0
+
+    def start(self) -> None:
+        self.tcp0 = tcp_counters_by_host(self.tb)
+        self.qdisc0 = switch_qdiscs()
+        self.t0 = time.time()
+        self.tick()
+
+    def tick(self) -> None:
+        now, cpu = time.time(), ovs_cpu_seconds()
+        if cpu is not None:
+            self.cpu.append((now, cpu))
+        for key, (_sent, _dropped, queued) in switch_qdiscs().items():
+            self.backlog[key].append(queued)
+
+    def finish(self) -> None:
+        self.tick()
+        self.t1 = time.time()
+        self.qdisc1 = switch_qdiscs()
+        self.tcp1 = tcp_counters_by_host(self.tb)
+
+    # -- what was measured
+    def ovs_cpu(self) -> Dict[str, Optional[float]]:
+        if len(self.cpu) < 2:
+            return {"mean": None, "peak": None}
+        (ta, ca), (tb, cb) = self.cpu[0], self.cpu[-1]
+        peak, j = None, 0
+        for t, c in self.cpu:
+            while t - self.cpu[j][0] > CPU_WINDOW_S:
+                j += 1
+            tj, cj = self.cpu[j]
+            if t - tj >= 0.5 * CPU_WINDOW_S:  # windows of at least half the length, so one late tick cannot spike
+                frac = (c - cj) / (t - tj)
+                peak = frac if peak is None else max(peak, frac)
+        return {"mean": (cb - ca) / (tb - ta) if tb > ta else None, "peak": peak}
+
+    def classes(self) -> dict:
+        """Per class (over all switch ports) and per port-class: drops, bytes, mean queueing delay."""
+        wall = max(self.t1 - self.t0, 1e-9)
+        per_port = []
+        for key, (sent1, dropped1, _q) in self.qdisc1.items():
+            sent0, dropped0, _ = self.qdisc0.get(key, (0, 0, 0))
+            sent, dropped = sent1 - sent0, dropped1 - dropped0
+            samples = self.backlog.get(key) or [0]
+            throughput = sent / wall                       # bytes per second
+            delay = statistics.mean(samples) / throughput if throughput > 0 else None
+            if sent or dropped:
+                per_port.append({"port": key[0], "class": key[1], "bytes": sent, "dropped": dropped,
+                                 "queueing_delay_ms": None if delay is None else 1e3 * delay})
+        by_class = {}
+        for c in sorted({p["class"] for p in per_port}):
+            rows = [p for p in per_port if p["class"] == c]
+            delays = [(p["queueing_delay_ms"], p["bytes"]) for p in rows if p["queueing_delay_ms"] is not None]
+            weight = sum(b for _, b in delays)
+            by_class[str(c)] = {
+                "bytes": sum(p["bytes"] for p in rows), "dropped": sum(p["dropped"] for p in rows),
+                # Weighted by bytes: the delay the class's traffic met on an average hop.
+                "queueing_delay_ms_mean": sum(d * b for d, b in delays) / weight if weight else None,
+                "queueing_delay_ms_max": max((d for d, _ in delays), default=None)}
+        worst = sorted((p for p in per_port if p["dropped"]), key=lambda p: -p["dropped"])[:8]
+        return {"by_class": by_class, "dropped": sum(p["dropped"] for p in per_port), "most_drops": worst}
+
+    def tcp_by_job(self, jobs: Sequence[JobSpec]) -> Dict[str, Dict[str, float]]:
+        out = {}
+        for job in jobs:
+            counts = {k: sum(self.tcp1.get(h, {}).get(k, 0) - self.tcp0.get(h, {}).get(k, 0) for h in job.hosts)
+                      for k in ("out_segs", "retrans_segs", "timeouts")}
+            counts["retrans_fraction"] = counts["retrans_segs"] / max(counts["out_segs"], 1)
+            out[job.name] = counts
+        return out
+
+    def tcp_total(self) -> Dict[str, float]:
+        total = {k: sum(self.tcp1[h][k] - self.tcp0.get(h, {}).get(k, 0) for h in self.tcp1)
+                 for k in ("out_segs", "retrans_segs", "timeouts")}
+        total["retrans_fraction"] = total["retrans_segs"] / max(total["out_segs"], 1)
+        return total
+
+
+def packets_per_op(jobs: Sequence[JobSpec]) -> Dict[str, Dict[str, float]]:
+    """Per job: min, p10 and median over its buckets of the data packets one operation puts on a ring hop."""
+    out = {}
+    for job in jobs:
+        per_bucket = [packets_per_hop(b.nbytes, job.workers) for b in job.model.buckets]
+        if per_bucket and job.workers > 1:
+            out[job.name] = {"min": min(per_bucket), "p10": percentile(per_bucket, 10),
+                             "median": statistics.median(per_bucket)}
+    return out
+
+
+def configured_port_rates(tb) -> Dict[tuple, float]:
+    """(dpid, port) -> configured egress rate in Mbit/s."""
+    return {(dpid, port): rate for _name, dpid, port, rate in tb.layout.egress_ports()}
+
+
+def port_rate_series(folder: RunFolder, window_s: float = 2.0, column: str = "tx_bytes") -> Dict[tuple, List[tuple]]:
+    """(dpid, port) -> [(time, Mbit/s over the last ``window_s``)] of one counter column of port_stats.csv.
+
+    Windows of 2 s keep the jitter of the polls' timestamps (tens of ms under load) below 5% of a rate."""
+    series = {}
+    for key, pts in folder.port_series(column).items():
+        out, j = [], 0
+        for i, (t, b) in enumerate(pts):
+            while pts[j][0] < t - window_s:
+                j += 1
+            if i > j and t - pts[j][0] >= 0.5 * window_s:
+                out.append((t, (b - pts[j][1]) * 8 / (t - pts[j][0]) / 1e6))
+        series[key] = out
+    return series
+
+
+def verdict(folder: RunFolder, tb, monitor: Optional[FidelityMonitor], job_specs: Sequence[JobSpec],
+            jobs=None) -> dict:
+    """The ``fidelity`` section of a run's summary: every measurement above, ``warnings`` (each one a reason
+    the run's figures may be the emulator's) and ``faithful`` (no warning)."""
+    warnings: List[str] = []
+    notes: List[str] = []    # worth knowing, but not the emulator's failing
+    result: dict = {}
+    iterations = {j.name: j.iterations for j in job_specs}
+    if monitor is not None:
+        result["wall_s"] = monitor.t1 - monitor.t0
+        cpu = monitor.ovs_cpu()
+        result["ovs_vswitchd_cpu"], result["ovs_vswitchd_cpu_peak"] = cpu["mean"], cpu["peak"]
+        if cpu["mean"] is not None and cpu["mean"] > OVS_CPU_LIMIT:
+            warnings.append(f"ovs-vswitchd used {cpu['mean']:.0%} of a core: the emulator was saturated, rates and "
+                            f"timings may be distorted")
+        elif cpu["peak"] is not None and cpu["peak"] > OVS_CPU_PEAK_LIMIT:
+            warnings.append(f"ovs-vswitchd used {cpu['peak']:.0%} of a core over {CPU_WINDOW_S:g} s: the emulator "
+                            f"was saturated at times")
+        result["tcp"] = monitor.tcp_total()
+        by_job = monitor.tcp_by_job(job_specs)
+        result["tcp_by_job"] = by_job
+        heavy = {name: t["timeouts"] / max(iterations.get(name, 1), 1) for name, t in by_job.items()}
+        over = {name: v for name, v in heavy.items() if v > TIMEOUTS_PER_ITERATION_LIMIT}
+        if over:
+            warnings.append("TCP retransmission timeouts decided iteration times: " + ", ".join(
+                f"{name} {by_job[name]['timeouts']} in {iterations[name]} iterations" for name in over)
+                + f" (limit {TIMEOUTS_PER_ITERATION_LIMIT:g} per iteration)")
+        result["classes"] = monitor.classes()
+    ppo = packets_per_op(job_specs)
+    result["packets_per_op"] = ppo
+    small = {name: p["min"] for name, p in ppo.items() if p["min"] < MIN_PACKETS_PER_OP}
+    if small:
+        notes.append("operations of a few packets, whose class can hardly matter: " + ", ".join(
+            f"{name} {p:.1f}" for name, p in small.items()) + f" data packets per hop (at least "
+            f"{MIN_PACKETS_PER_OP} wanted)")
+    if jobs:
+        walls = sum(j.get("wall_s", 0) * j.get("workers", 1) for j in jobs if j.get("wall_s"))
+        unexplained = sum(max(j.get("idle_s", 0) - j.get("wait_s", 0), 0) * j.get("workers", 1)
+                          for j in jobs if j.get("wall_s"))
+        if walls:
+            frac = unexplained / walls
+            result["unexplained_idle_fraction"] = frac
+            if frac > UNEXPLAINED_IDLE_LIMIT:
+                warnings.append(f"{frac:.1%} of GPU time was idle without waiting for any operation: workers "
+                                f"were delayed by a busy CPU, utilisation is underestimated by about that much")
+        dropped = sum(j.get("events_dropped", 0) for j in jobs)
+        result["events_dropped"] = dropped
+        scheduler_gaps = [r for r in getattr(tb, "restarts", []) if r["role"] == "scheduler"]
+        if dropped and scheduler_gaps:
+            # The events were sent while the scheduler was down: the fault's doing (recorded in
+            # controller.restarts), not the emulator's, so the verdict does not count them.
+            result["events_dropped_while_scheduler_down"] = dropped
+            notes.append(f"{dropped} operation events were sent while the scheduler was down "
+                         f"({len(scheduler_gaps)} restart(s)): it decided without them")
+        elif dropped:
+            warnings.append(f"{dropped} operation events never reached the controller (its queue was full): the "
+                            f"scheduler decided without them")
+    if folder.has(RunFolder.PORT_STATS):
+        rates = configured_port_rates(tb)
+        peers = tb.layout.peer_ports()
+        tx = port_rate_series(folder, column="tx_bytes")
+        rx = port_rate_series(folder, column="rx_bytes")
+        ports = []
+        for key, pts in tx.items():
+            if key not in rates or not pts:
+                continue
+            # OVS counts a packet as sent when it hands it to the port, before the port's qdisc may drop it:
+            # what a link really carried is what its far end received, where the far end is a switch.
+            peer = peers.get(key)
+            measured = rx.get(peer) if peer else None
+            source = "peer_rx" if measured else "tx"
+            measured = measured or pts
+            peak = max(r for _, r in measured)
+            ports.append({"dpid": key[0], "port": key[1], "configured_mbps": rates[key], "peak_mbps": peak,
+                          "peak_fraction": peak / rates[key], "measured_by": source})
+        ports.sort(key=lambda p: -p["peak_fraction"])
+        result["ports"] = ports
+        result["peak_port_fraction"] = ports[0]["peak_fraction"] if ports else None
+        over_rate = [p for p in ports if p["peak_fraction"] > RATE_TOLERANCE and p["measured_by"] == "peer_rx"]
+        if over_rate:
+            warnings.append(f"{len(over_rate)} ports exceeded their configured rate by more than "
+                            f"{RATE_TOLERANCE - 1:.0%} (shaping not effective)")
+        result["ports_above_half_rate"] = len([p for p in ports if p["peak_fraction"] > 0.5])
+    result["warnings"] = warnings
+    if notes:
+        result["notes"] = notes
+    result["faithful"] = not warnings
+    for w in warnings:
+        LOG.warning("FIDELITY: %s", w)
+    return result
