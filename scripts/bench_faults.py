@@ -131,11 +131,12 @@ def main(argv=None) -> int:
                     baseline = record
                 elif baseline is not None:
                     compare(record, baseline)
-                record.pop("iteration_times", None)
                 runs.append(record)
                 times = [round(r.get("reroute_s", r.get("recovered_after_s", -1)), 3)
                          for r in record.get("recovery", [])]
                 sys.stderr.write(f"{scheduler} / {name}: exit {record['exit_code']}, recovery after {times} s\n")
+    for record in runs:
+        record.pop("iteration_times", None)  # (kept until every condition was compared with its baseline)
     faulted = [r for r in runs if r["condition"] != "none"]
     reroutes = [x["reroute_s"] for r in faulted for x in r.get("recovery", []) if "reroute_s" in x]
     all_done = all(r.get("ok") and r.get("check_failures") == 0 for r in runs)

@@ -38,6 +38,8 @@ from core.fabric import FabricLayout, FabricSpec
 from core.model import FlowKey, JobSpec
 from testbed import qos, state
 from testbed.topo import FabricTopo
+from testbed.transport import DEFAULT_PROFILE
+from testbed.transport import profile as transport_profile
 
 LOG = logging.getLogger("flux.testbed")
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -135,7 +137,7 @@ class Testbed:
                  scheduler_params: Optional[dict] = None, jobs: Sequence[JobSpec] = (),
                  poll_interval_s: float = DEFAULT_POLL_INTERVAL_S, class_floor: float = qos.DEFAULT_FLOOR,
                  queue_ms: float = qos.DEFAULT_QUEUE_MS, run_id: str = "", datapath: Optional[str] = None,
-                 class_mode: str = "strict", restart_controllers: bool = True):
+                 class_mode: str = "strict", restart_controllers: bool = True, transport: str = DEFAULT_PROFILE):
         spec.validate()
         self.spec = spec
         self.layout = FabricLayout.from_spec(spec)
@@ -163,6 +165,7 @@ class Testbed:
         self._marker_before: Optional[str] = None
         self._missed: Dict[str, int] = {}
         self.restart_controllers = restart_controllers
+        self.transport = transport_profile(transport)
         self.restarts: List[dict] = []   # controllers restarted during the run (restart_controller)
 
     # ------------------------------------------------------------------------------------------ lifecycle
@@ -557,6 +560,11 @@ class Testbed:
             intf = h.defaultIntf().name
             h.cmd(f"ethtool -K {intf} tso off gso off >/dev/null 2>&1; "
                   "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+            for cmd in self.transport.host_commands(intf, h.IP()):
+                out = h.cmd(cmd + " 2>&1 || echo FAILED")
+                if "FAILED" in out:
+                    raise TestbedError(f"transport profile {self.transport.name}: {cmd!r} failed in {h.name}: "
+                                       f"{out.strip()[-200:]}")
 
     def port_rates(self) -> Dict[str, float]:
         """Configured rate (Mbit/s) of every switch egress port, by interface name (``<switch>-eth<port>``)."""
@@ -564,8 +572,11 @@ class Testbed:
 
     def _install_classes(self) -> None:
         lines = []
+        # Every data flow of every job (and the checks' few): what a lossless profile's FIFOs must hold.
+        data_flows = sum(j.workers * len(j.model.buckets) for j in self.jobs) + 4
         for dev, rate in self.port_rates().items():
-            for cmd in qos.tree_commands(dev, rate, self.class_floor, self.queue_ms, self.class_mode):
+            limit = self.transport.queue_limit(rate, self.queue_ms, data_flows)
+            for cmd in qos.tree_commands(dev, rate, self.class_floor, self.queue_ms, self.class_mode, limit):
                 lines.append(" ".join(cmd[1:]))
         with tempfile.NamedTemporaryFile("w", suffix=".tc", delete=False) as f:
             f.write("\n".join(lines) + "\n")

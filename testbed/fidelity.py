@@ -31,6 +31,7 @@ from core.ring import packets_per_hop
 from core.stats import percentile
 from testbed.qos import parse_qdisc_stats
 from testbed.results import RunFolder
+from workloads.scaling import DEFAULT_MIN_PACKETS
 
 LOG = logging.getLogger("flux.run")
 
@@ -42,7 +43,7 @@ UNEXPLAINED_IDLE_LIMIT = 0.02  # GPU idle time not spent waiting for an operatio
 # TCP retransmission timeouts per job iteration. A real RoCE fabric has none; a few per run are the emulated
 # TCP's noise, but a timeout costs at least the 200 ms minimum RTO, a sizeable part of an emulated iteration.
 TIMEOUTS_PER_ITERATION_LIMIT = 0.5
-MIN_PACKETS_PER_OP = 20       # below this an operation's class hardly matters (a handful of packets)
+MIN_PACKETS_PER_OP = DEFAULT_MIN_PACKETS  # below this an operation's class hardly matters (a handful of packets)
 
 
 def ovs_cpu_seconds() -> Optional[float]:
@@ -205,7 +206,7 @@ def port_rate_series(folder: RunFolder, window_s: float = 2.0, column: str = "tx
 
 
 def verdict(folder: RunFolder, tb, monitor: Optional[FidelityMonitor], job_specs: Sequence[JobSpec],
-            jobs=None) -> dict:
+            jobs=None, min_packets: float = MIN_PACKETS_PER_OP) -> dict:
     """The ``fidelity`` section of a run's summary: every measurement above, ``warnings`` (each one a reason
     the run's figures may be the emulator's) and ``faithful`` (no warning)."""
     warnings: List[str] = []
@@ -234,11 +235,11 @@ def verdict(folder: RunFolder, tb, monitor: Optional[FidelityMonitor], job_specs
         result["classes"] = monitor.classes()
     ppo = packets_per_op(job_specs)
     result["packets_per_op"] = ppo
-    small = {name: p["min"] for name, p in ppo.items() if p["min"] < MIN_PACKETS_PER_OP}
+    small = {name: p["min"] for name, p in ppo.items() if p["min"] < min_packets}
     if small:
         notes.append("operations of a few packets, whose class can hardly matter: " + ", ".join(
             f"{name} {p:.1f}" for name, p in small.items()) + f" data packets per hop (at least "
-            f"{MIN_PACKETS_PER_OP} wanted)")
+            f"{min_packets:g} wanted: --min-packets)")
     if jobs:
         walls = sum(j.get("wall_s", 0) * j.get("workers", 1) for j in jobs if j.get("wall_s"))
         unexplained = sum(max(j.get("idle_s", 0) - j.get("wait_s", 0), 0) * j.get("workers", 1)

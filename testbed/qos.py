@@ -30,7 +30,7 @@ returned as argument lists and run by testbed/fabric.py.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from core.classes import NUM_CLASSES, tos_byte
 
@@ -80,8 +80,10 @@ def class_rates(rate_mbps: float, floor: float, mode: str) -> List[float]:
 
 
 def tree_commands(dev: str, rate_mbps: float, floor: float = DEFAULT_FLOOR,
-                  queue_ms: float = DEFAULT_QUEUE_MS, mode: str = "strict") -> List[List[str]]:
-    """The tc commands that install the 8-class tree on ``dev`` (replacing whatever root qdisc is there)."""
+                  queue_ms: float = DEFAULT_QUEUE_MS, mode: str = "strict",
+                  limit_packets: Optional[int] = None) -> List[List[str]]:
+    """The tc commands that install the 8-class tree on ``dev`` (replacing whatever root qdisc is there).
+    Each class FIFO holds ``queue_ms`` of the link rate, or ``limit_packets`` when given."""
     if not 0 < floor * NUM_CLASSES < 1:
         raise ValueError(f"class floor {floor} must be > 0 and < {1 / NUM_CLASSES:.3f}")
     rates = class_rates(rate_mbps, floor, mode)
@@ -95,7 +97,7 @@ def tree_commands(dev: str, rate_mbps: float, floor: float = DEFAULT_FLOOR,
     if not rate_mbps * 1e6 * queue_ms / 1e3 >= MTU_BYTES * 8:
         raise ValueError(f"--queue-ms {queue_ms:g} is shorter than one {MTU_BYTES}-byte packet at {rate_mbps:g} "
                          f"Mbit/s ({MTU_BYTES * 8 / (rate_mbps * 1e3):.2f} ms)")
-    limit = str(queue_packets(rate_mbps, queue_ms))
+    limit = str(limit_packets if limit_packets is not None else queue_packets(rate_mbps, queue_ms))
     cmds = [
         ["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "10"],
         ["tc", "class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb",

@@ -43,6 +43,7 @@ from core.config import DEFAULT_POLL_INTERVAL_S  # noqa: E402
 from core.faults import check_targets, parse_faults  # noqa: E402
 from core.fabric import DEFAULT_FATTREE_K, TOPOLOGIES, FabricLayout, FabricSpec  # noqa: E402
 from testbed import qos, state  # noqa: E402
+from testbed.transport import DEFAULT_PROFILE, PROFILES  # noqa: E402
 
 LOG = logging.getLogger("flux.run")
 
@@ -81,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--scenario", default=None, metavar="FILE",
                    help="scenario file (jobs and placement); default: workloads/scenarios/default.yaml")
     g.add_argument("--seed", type=int, default=1, help="seed for placement and gradient data")
+    g.add_argument("--min-packets", type=float, default=None, metavar="K",
+                   help="data packets per ring hop of the smallest operation (default: the scenario's "
+                        "min_packets_per_op, 20 unless it says otherwise; 0 turns the budget off): buckets are "
+                        "merged, and under time_scale auto the time scale raised, to meet it")
     g.add_argument("--iterations", type=int, default=None, metavar="N",
                    help="override every job's iteration count")
     g.add_argument("--no-workload", action="store_true",
@@ -115,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "of a busy link and none starves")
     t.add_argument("--queue-ms", type=float, default=qos.DEFAULT_QUEUE_MS, metavar="MS",
                    help="per-class FIFO length in milliseconds of the link rate")
+    t.add_argument("--transport", choices=list(PROFILES), default=DEFAULT_PROFILE,
+                   help="how the hosts' TCP and the class FIFOs stand in for the fabric's transport: tcp (FIFOs of "
+                        "--queue-ms that drop, the kernel's TCP) or lossless (RoCE/PFC-like: bounded windows, FIFOs "
+                        "that cannot overflow, no timeouts for starved flows); see testbed/transport.py")
     t.add_argument("--datapath", choices=["auto", "kernel", "user"], default="auto",
                    help="OVS datapath; auto = kernel if the openvswitch module is loaded, else userspace")
     c = p.add_argument_group("controller and output")
@@ -166,7 +175,9 @@ def validate(args) -> dict:
         raise BadInput(f"--scenario: no such file: {path}")
     try:
         scenario = load_scenario(path)
-        resolved = scenario.resolve(layout.host_tuples(), spec.host_rate_mbps)
+        if args.min_packets is not None and args.min_packets < 0:
+            raise BadInput(f"--min-packets must be >= 0 (got {args.min_packets:g})")
+        resolved = scenario.resolve(layout.host_tuples(), spec.host_rate_mbps, min_packets=args.min_packets)
     except (ScenarioError, ValueError) as exc:
         raise BadInput(str(exc))
     try:
@@ -302,7 +313,7 @@ def run(args, resolved: dict) -> int:
         "scenario_file": resolved["scenario_path"], "scenario": scenario.to_dict(), "seed": args.seed,
         "fabric": vars(resolved["spec"]) | {"oversubscription": resolved["spec"].oversubscription},
         "poll_interval_s": args.poll_interval, "class_floor": args.class_floor, "queue_ms": args.queue_ms,
-        "class_mode": args.class_mode,
+        "class_mode": args.class_mode, "transport": PROFILES[args.transport].to_dict(),
         "iterations_override": args.iterations, "time_limit_s": args.time_limit,
         "faults": [f.text for f in resolved["faults"]], "controller_recovery": args.controller_recovery,
         "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
@@ -318,10 +329,21 @@ def run(args, resolved: dict) -> int:
     tb = Testbed(spec, out, scheduler=args.scheduler, scheduler_params=resolved["params"],
                  jobs=[] if args.no_workload else resolved["jobs"], poll_interval_s=args.poll_interval,
                  class_floor=args.class_floor, queue_ms=args.queue_ms, run_id=run_id, datapath=datapath,
-                 class_mode=args.class_mode, restart_controllers=args.controller_recovery == "restart")
+                 class_mode=args.class_mode, restart_controllers=args.controller_recovery == "restart",
+                 transport=args.transport)
     code = EXIT_FAILED
     unexpected = False
     try:
+        granularity = scenario.granularity
+        if granularity.get("wall_time_factor", 1.0) > 1.0 + 1e-9:
+            LOG.info("granularity: time scale raised %.2fx (%.3g -> %.3g) so that every operation has %g data "
+                     "packets per hop", granularity["wall_time_factor"], granularity["time_scale_before"],
+                     granularity["time_scale"], granularity["min_packets_per_op"])
+        if not granularity.get("met", True):
+            LOG.warning("granularity: operations below %g data packets per hop remain: %s",
+                        granularity["min_packets_per_op"], ", ".join(
+                            f"{name} {p:.1f}" for name, p in granularity["smallest_packets_per_op"].items()
+                            if p < granularity["min_packets_per_op"]))
         LOG.info("[1/4] fabric: %s, %d hosts, host %g / fabric %g Mbit/s "
                  "(oversubscription %.2f:1), %s datapath, scheduler %s", spec.describe(), spec.hosts,
                  spec.host_rate_mbps, spec.fabric_rate_mbps, spec.oversubscription, tb.datapath, args.scheduler)
@@ -363,7 +385,8 @@ def run(args, resolved: dict) -> int:
             summary.jobs = [JobSummary.from_dict(j) for j in workload.pop("jobs")]
             summary.cluster = workload.pop("cluster")
             summary.extra.update(workload)
-            summary.fidelity = fidelity.verdict(folder, tb, monitor, resolved["jobs"], summary.jobs)
+            summary.fidelity = fidelity.verdict(folder, tb, monitor, resolved["jobs"], summary.jobs,
+                                                min_packets=scenario.granularity.get("min_packets_per_op") or 0)
         # Whatever happened to the controllers anywhere in the run is said, and fails it: figures taken while the
         # scheduler was dead are not the scheduler's.
         problems = list(summary.extra.get("controller_failure") or []) + tb.controller_problems()

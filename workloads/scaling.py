@@ -37,6 +37,13 @@ wake-ups, controller polling at 0.5 s) and short enough to run many iterations p
 
 The scaled estimate is ``tau`` times the real one, so the choice does not depend on ``B_emu``; the byte floor, which
 does, is left to the 1% margin.
+
+Granularity (``merge_small_buckets``, ``granularity_time_scale``): at these rates a bucket can be a handful of
+packets, and a switch cannot order an operation of two packets, however urgent. Every operation should put at
+least ``min_packets`` (default 20) full data packets on each ring hop. Buckets are merged first (the smallest
+into its smaller neighbour); a job whose whole gradient is still too small raises ``tau`` (under ``auto``) to
+the value at which it is not, which lengthens every iteration by the same factor: the wall-time cost of the
+budget, reported with the resolved scenario.
 """
 from __future__ import annotations
 
@@ -45,7 +52,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence, Tuple, Union
 
 from core.model import Bucket, ModelProfile
-from core.ring import ring_time_s
+from core.ring import packets_per_hop, ring_time_s
 
 MIN_BUCKET_BYTES = 1024
 MIN_BYTES_PER_WORKER = 64
@@ -148,3 +155,53 @@ def suggest_time_scale(profiles: Sequence[ModelProfile], emu_link_mbps: float = 
         if low_bound <= high_bound:
             return min(max(tau, low_bound), high_bound)
     return math.sqrt(lo * hi / (min(estimates) * max(estimates)))
+
+
+# -- granularity: enough packets per operation for a class to matter ---------------------------------------------
+
+DEFAULT_MIN_PACKETS = 20
+
+
+def merge_small_buckets(profile: ModelProfile, workers: int, scaling: Scaling, min_packets: float) -> ModelProfile:
+    """``profile`` (real) with adjacent buckets merged until every bucket, once scaled, puts at least
+    ``min_packets`` data packets on a ring hop per operation, or one bucket is left.
+
+    The bucket with the fewest packets goes first, into the smaller of its neighbours; launch order and the sums
+    of bytes and times are kept. Merging trades overlap (fewer, later operations) for operations long enough to
+    be scheduled: a switch cannot order an operation of two packets."""
+    buckets = list(profile.buckets)
+
+    def packets(b: Bucket) -> float:
+        return packets_per_hop(scaling.scale_bytes(b.nbytes, workers), workers)
+
+    while len(buckets) > 1:
+        i = min(range(len(buckets)), key=lambda k: (packets(buckets[k]), k))
+        if packets(buckets[i]) >= min_packets:
+            break
+        if i == 0:
+            j = 1
+        elif i == len(buckets) - 1:
+            j = i - 1
+        else:
+            j = i - 1 if buckets[i - 1].nbytes <= buckets[i + 1].nbytes else i + 1
+        a, b = sorted((i, j))
+        merged = Bucket(a, buckets[a].nbytes + buckets[b].nbytes, buckets[a].forward_s + buckets[b].forward_s,
+                        buckets[a].backward_s + buckets[b].backward_s)
+        buckets[a:b + 1] = [merged]
+    return replace(profile, buckets=tuple(Bucket(k, b.nbytes, b.forward_s, b.backward_s)
+                                          for k, b in enumerate(buckets)))
+
+
+def granularity_time_scale(profiles: Sequence[ModelProfile], workers: Sequence[int], scaling: Scaling,
+                           min_packets: float) -> float:
+    """The smallest time scale >= ``scaling.time_scale`` at which every job's whole gradient, as one bucket, puts
+    ``min_packets`` packets on a ring hop (bytes, hence packets, grow with the time scale). Jobs of one worker
+    send nothing and do not count."""
+    tau = scaling.time_scale
+    for profile, n in zip(profiles, workers):
+        if n < 2 or profile.gradient_bytes <= 0:
+            continue
+        have = packets_per_hop(profile.gradient_bytes * scaling.byte_factor, n)
+        if have < min_packets:
+            tau = max(tau, scaling.time_scale * min_packets / have)
+    return tau

@@ -8,6 +8,8 @@ A scenario file is YAML (JSON is accepted too, since it is YAML)::
     time_scale: auto               # optional, default auto: emulated seconds per real second, or a number > 0
     target_iteration_s: [0.5, 3.0] # optional: the range "auto" aims the emulated iterations at
     max_buckets: 6                 # optional, default 6: buckets per job after coarsening (1..64)
+    min_packets_per_op: 20         # optional, default 20: data packets per ring hop of the smallest operation
+                                   # (buckets merged, and under "auto" the time scale raised, to get them; 0: off)
     placement: {policy: spread, seed: 1}   # optional, default spread; "placement: packed" is short for it
     jobs:                          # 1..64 jobs; a job's index is its position in this list
       - name: resnet               # unique; letters, digits, '_', '.', '-'
@@ -29,6 +31,9 @@ Unknown fields are errors; every error is a ``ScenarioError`` whose message name
 * scaling (``workloads.scaling``): one ``Scaling`` for all jobs; with ``time_scale: auto`` its time scale comes
   from ``suggest_time_scale`` over all jobs of the scenario, so that relative speeds are kept;
 * each job's real profile is coarsened to ``max_buckets`` buckets (``workloads.profiles.coarsen``), then scaled;
+* granularity: buckets are merged until every operation puts ``min_packets_per_op`` data packets on each ring
+  hop, and under ``time_scale: auto`` the time scale is raised when a job's whole gradient is too small
+  (``workloads.scaling``); ``ResolvedScenario.granularity`` says what that cost;
 * placement: each host holds at most one worker (one GPU per host). Jobs with explicit ``hosts`` take those;
   the others, in file order, take the next free hosts of one ordering of the remaining hosts: ``packed`` fills
   leaves in order (a job shares as few leaves as possible), ``spread`` goes round-robin over the leaves (a job's
@@ -51,11 +56,15 @@ import yaml
 from core.faults import parse_fault
 from core.model import MAX_BUCKETS, MAX_JOBS, SEMANTICS, JobSpec, ModelProfile
 from workloads.profiles import PROFILE_SUFFIXES, available_profiles, coarsen, load_profile
+from core.ring import packets_per_hop
 from workloads.scaling import (
+    DEFAULT_MIN_PACKETS,
     DEFAULT_REAL_LINK_GBPS,
     DEFAULT_TARGET_ITERATION_S,
     Scaling,
     estimate_iteration_s,
+    granularity_time_scale,
+    merge_small_buckets,
     suggest_time_scale,
 )
 
@@ -66,7 +75,7 @@ DEFAULT_POLICY = "spread"
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 _TOP_KEYS = ("name", "description", "real_link_gbps", "time_scale", "target_iteration_s", "max_buckets",
-             "placement", "jobs", "faults")
+             "min_packets_per_op", "placement", "jobs", "faults")
 _JOB_KEYS = ("name", "model", "workers", "iterations", "start_offset_s", "semantics", "hosts")
 
 Host = Tuple[str, str, int]
@@ -122,6 +131,7 @@ class ResolvedScenario:
     spec: dict = field(default_factory=dict)           # Scenario.to_dict() of what was resolved
     real_models: Dict[str, ModelProfile] = field(default_factory=dict)   # job name -> real profile
     faults: Tuple[str, ...] = ()                        # as written (core/faults.py parses them)
+    granularity: Dict[str, Any] = field(default_factory=dict)   # what the packets-per-operation budget did
 
     def estimated_iteration_s(self) -> Dict[str, float]:
         """Per job: emulated iteration length with no overlap and no contention (compute + ring at link rate)."""
@@ -134,6 +144,7 @@ class ResolvedScenario:
             "max_buckets": self.max_buckets, "scenario": self.spec,
             "jobs": [j.to_dict() for j in self.jobs],
             "real_models": {name: p.to_dict() for name, p in self.real_models.items()},
+            "granularity": self.granularity,
         }
 
     @classmethod
@@ -160,6 +171,7 @@ class Scenario:
     placement: Placement = Placement()
     source: str = "<scenario>"
     faults: Tuple[str, ...] = ()
+    min_packets_per_op: float = DEFAULT_MIN_PACKETS
 
     @property
     def total_workers(self) -> int:
@@ -170,6 +182,7 @@ class Scenario:
             "name": self.name, "description": self.description, "real_link_gbps": self.real_link_gbps,
             "time_scale": "auto" if self.time_scale is None else self.time_scale,
             "target_iteration_s": list(self.target_iteration_s), "max_buckets": self.max_buckets,
+            "min_packets_per_op": self.min_packets_per_op,
             "placement": self.placement.to_dict(), "jobs": [j.to_dict() for j in self.jobs],
             "faults": list(self.faults),
         }
@@ -213,22 +226,43 @@ class Scenario:
                 pos += job.workers
         return [r for r in result if r is not None]
 
-    def resolve(self, hosts: Sequence[Any], emu_link_mbps: float) -> ResolvedScenario:
-        """The jobs as the testbed runs them on ``hosts`` ((name, ip, leaf) in fabric order) at ``emu_link_mbps``."""
+    def resolve(self, hosts: Sequence[Any], emu_link_mbps: float,
+                min_packets: Optional[float] = None) -> ResolvedScenario:
+        """The jobs as the testbed runs them on ``hosts`` ((name, ip, leaf) in fabric order) at ``emu_link_mbps``.
+        ``min_packets`` overrides the scenario's ``min_packets_per_op``."""
         fabric = _normalise_hosts(hosts)
         scaling = self.scaling(emu_link_mbps)
         placed = self.place(fabric)
         address = {name: ip for name, ip, _ in fabric}
+        profiles = [coarsen(job.profile, self.max_buckets) for job in self.jobs]
+        budget = self.min_packets_per_op if min_packets is None else min_packets
+        granularity: Dict[str, Any] = {"min_packets_per_op": budget, "time_scale_before": scaling.time_scale}
+        if budget > 0:
+            workers = [job.workers for job in self.jobs]
+            if self.time_scale is None:
+                tau = granularity_time_scale(profiles, workers, scaling, budget)
+                scaling = Scaling(self.real_link_gbps, emu_link_mbps, tau)
+            merged = [merge_small_buckets(p, n, scaling, budget) for p, n in zip(profiles, workers)]
+            granularity["buckets"] = {job.name: [len(p.buckets), len(m.buckets)]
+                                      for job, p, m in zip(self.jobs, profiles, merged)}
+            profiles = merged
+        granularity["time_scale"] = scaling.time_scale
+        granularity["wall_time_factor"] = scaling.time_scale / granularity["time_scale_before"]
+        smallest = {job.name: min(packets_per_hop(scaling.scale_bytes(b.nbytes, job.workers), job.workers)
+                                  for b in p.buckets)
+                    for job, p in zip(self.jobs, profiles) if job.workers > 1 and p.buckets}
+        granularity["smallest_packets_per_op"] = smallest
+        granularity["met"] = all(v >= budget for v in smallest.values())
         jobs = []
-        for i, (job, names) in enumerate(zip(self.jobs, placed)):
-            model = scaling.scale_profile(coarsen(job.profile, self.max_buckets), job.workers)
+        for i, (job, names, profile) in enumerate(zip(self.jobs, placed, profiles)):
+            model = scaling.scale_profile(profile, job.workers)
             jobs.append(JobSpec(index=i, name=job.name, model=model, workers=job.workers, iterations=job.iterations,
                                 start_offset_s=job.start_offset_s, semantics=job.semantics, hosts=names,
                                 addresses=tuple(address[n] for n in names)))
         return ResolvedScenario(name=self.name, description=self.description, source=self.source, jobs=jobs,
                                 scaling=scaling, placement=self.placement, max_buckets=self.max_buckets,
                                 spec=self.to_dict(), real_models={j.name: j.profile for j in self.jobs},
-                                faults=self.faults)
+                                faults=self.faults, granularity=granularity)
 
     def _fail(self, where: str, message: str):
         raise ScenarioError(f"{self.source}: {where}: {message}")
@@ -292,6 +326,9 @@ def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Union[st
     if lo > hi:
         v.fail("target_iteration_s", f"low must not exceed high (got {target!r})")
     max_buckets = v.integer(data.get("max_buckets", DEFAULT_MAX_BUCKETS), "max_buckets", 1, MAX_BUCKETS)
+    min_packets = data.get("min_packets_per_op", DEFAULT_MIN_PACKETS)
+    if min_packets != 0:
+        min_packets = v.number(min_packets, "min_packets_per_op", positive=True, hint=" (or 0 to turn it off)")
     placement = v.placement(data.get("placement", DEFAULT_POLICY))
 
     jobs_data = data.get("jobs")
@@ -321,7 +358,7 @@ def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Union[st
     return Scenario(name=name, jobs=tuple(jobs), description=" ".join(description.split()),
                     real_link_gbps=real_link_gbps, time_scale=time_scale, target_iteration_s=(lo, hi),
                     max_buckets=max_buckets, placement=placement, source=source,
-                    faults=tuple(str(line).strip() for line in faults))
+                    faults=tuple(str(line).strip() for line in faults), min_packets_per_op=min_packets)
 
 
 class _Checker:

@@ -1,0 +1,80 @@
+"""Transport profiles: how the emulated hosts' TCP and the switches' class FIFOs stand in for a fabric's transport.
+
+Real AI fabrics mostly carry RDMA over Converged Ethernet with priority flow control: a switch never drops, a
+flow paused behind a busier class resumes as soon as it may send, and a sender has a bounded amount of data
+outstanding. The emulation carries TCP through tc FIFOs. A profile says which of those properties it keeps:
+
+* ``tcp``: the kernel's TCP as it is (cubic, reordering threshold 3, 200 ms minimum RTO) and class FIFOs of
+  ``--queue-ms`` of the link rate, which drop when full. Starved flows lose packets, time out and back off.
+* ``lossless``: a RoCE/PFC-like fabric built from what these kernels offer:
+    - bounded data in flight: every receiver advertises at most ``window_packets`` full packets (the route's
+      ``window``), as an RDMA sender's outstanding work bounds what it has on the wire; 8 packets are about
+      twice the bandwidth-delay product of a 3-hop path at any emulated rate (the per-hop packet time and the
+      rate scale together);
+    - no drops: every class FIFO holds the windows of all the run's data flows and their ACKs, so no queue can
+      overflow whatever the scheduler does (the switch half of PFC);
+    - starvation costs delay, not timeouts: the minimum retransmission timeout is raised to ``rto_min_ms`` on
+      every host route, so that a flow waiting behind higher classes is not taken for lost (the host half of
+      PFC's pause);
+    - reordering is not loss: ``net.ipv4.tcp_reordering`` is raised per host namespace, so that packets
+      reordered by a live class change do not trigger fast retransmits.
+
+Each setting's measured effect is in docs/fidelity.md (scripts/bench_fidelity.py).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional
+
+from testbed.qos import queue_packets
+
+TCP_PAYLOAD = 1448      # bytes of data in a full packet (1500-byte MTU, TCP timestamps)
+ACK_ALLOWANCE = 2       # ACKs that may wait in a class FIFO per data flow (delayed ACKs: one per two packets)
+
+
+@dataclass(frozen=True)
+class TransportProfile:
+    name: str
+    window_packets: Optional[int] = None   # receive window clamp per flow, in full packets (None: the kernel's)
+    rto_min_ms: Optional[int] = None       # minimum retransmission timeout on every route (None: 200 ms)
+    reordering: Optional[int] = None       # net.ipv4.tcp_reordering (None: the kernel's 3)
+    lossless: bool = False                 # class FIFOs sized so that none can overflow
+
+    def host_commands(self, intf: str, ip: str, prefix: str = "10.0.0.0/8") -> List[str]:
+        """Shell commands for one host namespace (run after its interface is up)."""
+        cmds = []
+        if self.reordering is not None:
+            cmds.append(f"sysctl -qw net.ipv4.tcp_reordering={self.reordering}")
+        options = []
+        if self.rto_min_ms is not None:
+            options.append(f"rto_min {self.rto_min_ms}ms")
+        if self.window_packets is not None:
+            options.append(f"window {self.window_packets * TCP_PAYLOAD}")
+        if options:
+            cmds.append(f"ip route replace {prefix} dev {intf} proto kernel scope link src {ip} {' '.join(options)}")
+        return cmds
+
+    def queue_limit(self, rate_mbps: float, queue_ms: float, data_flows: int) -> int:
+        """Packets each class FIFO of a port holds."""
+        if not self.lossless:
+            return queue_packets(rate_mbps, queue_ms)
+        # Every data flow's window and its ACKs at once: more than any port can ever be offered.
+        return max(queue_packets(rate_mbps, queue_ms), data_flows * ((self.window_packets or 0) + ACK_ALLOWANCE))
+
+    def to_dict(self) -> Dict[str, object]:
+        return asdict(self)
+
+
+PROFILES: Dict[str, TransportProfile] = {
+    "tcp": TransportProfile("tcp"),
+    "lossless": TransportProfile("lossless", window_packets=8, rto_min_ms=5000, reordering=127, lossless=True),
+}
+DEFAULT_PROFILE = "tcp"
+
+
+def profile(name: str) -> TransportProfile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown transport profile {name!r}; known: {', '.join(PROFILES)}") from None
+
