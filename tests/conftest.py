@@ -57,10 +57,13 @@ def _check_nothing_new(before, what):
         # Removed so that the next test starts clean, but only what is surely the testbed's: this session's
         # processes (already so scoped), bridges and interfaces with the fabric's names, a state file whose runner
         # is gone. Anything else is reported and left alone.
+        # A runner still alive after the test is not the test's (its runs end with it): another emulation on this
+        # machine, whose bridges must not be touched.
+        other_run = state.active_run() is not None
         ours = {"process": left.get("process", []),
-                "bridge": [b for b in left.get("bridge", []) if FABRIC_NAME.fullmatch(b)],
-                "interface": [i for i in left.get("interface", []) if FABRIC_NAME.fullmatch(i)],
-                "state file": left.get("state file", []) if state.active_run() is None else []}
+                "bridge": [] if other_run else [b for b in left.get("bridge", []) if FABRIC_NAME.fullmatch(b)],
+                "interface": [] if other_run else [i for i in left.get("interface", []) if FABRIC_NAME.fullmatch(i)],
+                "state file": [] if other_run else left.get("state file", [])}
         state.remove_things(ours)
         described = "; ".join(f"{kind} {', '.join(names)}" for kind, names in left.items())
         pytest.fail(f"{what} left behind: {described}", pytrace=False)

@@ -203,12 +203,41 @@ def test_compress_few_keys_get_own_spaced_classes_and_ties_share():
 def test_crux_compresses_twelve_jobs_in_intensity_order():
     fabric = make_fabric(per_leaf=12)
     jobs = [make_job(i, [1 + i, 13 + i], make_model(bucket_bytes=50_000 * (i + 1))) for i in range(12)]
-    sched = CruxScheduler(fabric, jobs, {"overlap_scale": 0.0})
+    sched = CruxScheduler(fabric, jobs, {"overlap_scale": 0.0, "compression": "contiguous"})
     rules = sched.decide(0.0)
     by_priority = sorted(jobs, key=lambda j: sched.intensities[j.index].priority)
     classes = [job_class(rules, j) for j in by_priority]
     assert classes == sorted(classes) and classes[-1] == 7 and set(classes) <= set(range(8))
     assert len(set(classes)) == 8
+
+
+def test_published_crux_gives_equal_jobs_unique_classes_and_cuts_the_contention_dag():
+    # Four equal jobs on one spine all contend: the contiguous variant lets them share one class (fair sharing),
+    # the published one orders them (interleaving), by index.
+    fabric = make_fabric(spines=1)
+    jobs = [make_job(i, [1 + i, 5 + i], make_model()) for i in range(4)]
+    published = CruxScheduler(fabric, jobs).decide(0.0)
+    contiguous = CruxScheduler(fabric, jobs, {"compression": "contiguous"}).decide(0.0)
+    assert [job_class(published, j) for j in jobs] == [7, 6, 5, 4]
+    assert {job_class(contiguous, j) for j in jobs} == {7}
+    # Twelve jobs that all meet on the one spine: every class used, never a lower class for a higher priority.
+    fabric = make_fabric(spines=1, per_leaf=12)
+    jobs = [make_job(i, [1 + i, 13 + i], make_model(bucket_bytes=50_000 * (i + 1))) for i in range(12)]
+    sched = CruxScheduler(fabric, jobs, {"overlap_scale": 0.0})
+    rules = sched.decide(0.0)
+    by_priority = sorted(jobs, key=lambda j: (sched.intensities[j.index].priority, -j.index))
+    classes = [job_class(rules, j) for j in by_priority]
+    assert classes == sorted(classes) and set(classes) == set(range(8))
+
+
+def test_the_k_cut_separates_contending_pairs_that_contiguous_groups_would_merge():
+    from controller.schedulers.compression import compress_kcut
+    # Two pairs that contend only within themselves, two levels: the cut puts each pair's members apart.
+    classes = compress_kcut({"a": 4.0, "b": 3.0, "c": 2.0, "d": 1.0}, [("a", "b"), ("c", "d")], levels=2)
+    assert classes["a"] > classes["b"] and classes["c"] > classes["d"]
+    # Contiguous groups of the sorted scores cannot: one pair always shares a class.
+    merged = compress({"a": 4.0, "b": 3.0, "c": 2.0, "d": 1.0}, 2, contention=[("a", "b"), ("c", "d")])
+    assert merged["a"] == merged["b"] or merged["c"] == merged["d"]
 
 
 # -- Flux --------------------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ Let the distinct scores, ascending, be v_1 < ... < v_m with x_i = ln v_i, and n_
 from __future__ import annotations
 
 import math
+import random
 from typing import Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from core.classes import NUM_CLASSES
@@ -197,3 +198,121 @@ def count_changes(previous: Mapping[FlowKey, Decision], current: Mapping[FlowKey
     default = Decision()
     flows = set(previous) | set(current)
     return sum(1 for f in flows if previous.get(f, default) != current.get(f, default))
+
+
+# -- Crux's compression, as published: unique priorities, a maximum K-cut of the contention DAG ------------------
+
+def compress_kcut(scores: Mapping[K, float], contention: Iterable[Tuple[K, K]], levels: int = NUM_CLASSES,
+                  orders: int = 32, seed: int = 0) -> Dict[K, int]:
+    """Classes as Crux publishes them: every key gets a unique priority (score, then the key itself, breaks
+    ties). With no more keys than levels each keeps a class of its own, in that order. Otherwise contending
+    keys form a DAG from higher to lower priority, and the keys are cut into ``levels`` levels
+    along a topological order of that DAG so that the weight of contending pairs put on different levels is
+    largest (a maximum K-cut). Keys that never meet may be reordered freely; ``orders`` random topological
+    orders (seeded, plus the one by priority) are searched and the best cut kept (the first found on ties).
+
+    A pair's weight is 1 + |ln s_a - ln s_b|: every separated pair counts, and pairs whose scores differ more
+    count more (sharing a class costs the more important key more). Among contending keys a higher priority
+    never gets a lower class; keys that meet no one land wherever the order puts them (it cannot matter)."""
+    keys = sorted(scores, key=lambda k: (-float(scores[k]), repr(k)))
+    rank = {k: i for i, k in enumerate(keys)}
+    if len(keys) <= levels:
+        # Enough classes for a unique priority each: the order itself, spread over the classes by log-score as
+        # ``compress`` does, ties broken (by the key) into neighbouring classes.
+        return _unique_classes(keys, scores, levels)
+    logs = {k: math.log(max(float(scores[k]), SCORE_FLOOR)) for k in keys}
+    edges: Dict[K, List[K]] = {k: [] for k in keys}          # higher priority -> lower priority
+    weight: Dict[Tuple[K, K], float] = {}
+    for a, b in contention:
+        if a == b or a not in rank or b not in rank:
+            continue
+        hi, lo = (a, b) if rank[a] < rank[b] else (b, a)
+        if (hi, lo) not in weight:
+            edges[hi].append(lo)
+            weight[(hi, lo)] = 1.0 + abs(logs[hi] - logs[lo])
+    if not keys:
+        return {}
+    rng = random.Random(seed)
+    best: Optional[Tuple[float, List[K], List[int]]] = None
+    for attempt in range(max(orders, 1)):
+        order = _topological_order(keys, edges, rank, rng if attempt else None)
+        value, cut = _best_contiguous_cut(order, weight, levels)
+        if best is None or value > best[0] + _REL_TOL * max(1.0, abs(best[0])):
+            best = (value, order, cut)
+    _, order, segment = best
+    # Segment 0 holds the highest priorities: it gets the top class.
+    return {k: levels - 1 - s for k, s in zip(order, segment)}
+
+
+def _topological_order(keys: Sequence[K], edges: Mapping[K, List[K]], rank: Mapping[K, int],
+                       rng: Optional[random.Random]) -> List[K]:
+    """Kahn's algorithm; among the keys free to go next, the highest priority (``rng`` None) or a random one."""
+    indegree = {k: 0 for k in keys}
+    for a in keys:
+        for b in edges[a]:
+            indegree[b] += 1
+    free = [k for k in keys if indegree[k] == 0]
+    order = []
+    while free:
+        free.sort(key=lambda k: rank[k])
+        k = free.pop(rng.randrange(len(free)) if rng is not None else 0)
+        order.append(k)
+        for b in edges[k]:
+            indegree[b] -= 1
+            if indegree[b] == 0:
+                free.append(b)
+    return order
+
+
+def _best_contiguous_cut(order: Sequence[K], weight: Mapping[Tuple[K, K], float],
+                         levels: int) -> Tuple[float, List[int]]:
+    """Cut ``order`` into at most ``levels`` contiguous segments maximising the weight of the pairs split
+    (dynamic programming over segment ends; O(levels n^2))."""
+    n = len(order)
+    pos = {k: i for i, k in enumerate(order)}
+    # inside[i][j]: weight of the pairs with both ends in order[i:j].
+    pairs = [(min(pos[a], pos[b]), max(pos[a], pos[b]), w) for (a, b), w in weight.items()]
+    total = sum(w for _, _, w in pairs)
+    inside = [[0.0] * (n + 1) for _ in range(n + 1)]
+    ending: Dict[int, List[Tuple[int, float]]] = {}
+    for p, q, w in pairs:
+        ending.setdefault(q, []).append((p, w))
+    for i in range(n):
+        acc = 0.0
+        for j in range(i + 1, n + 1):
+            acc += sum(w for p, w in ending.get(j - 1, ()) if p >= i)
+            inside[i][j] = acc
+    # kept[s][j]: least weight kept inside segments when order[:j] is cut into s segments.
+    inf = float("inf")
+    kept = [[inf] * (n + 1) for _ in range(levels + 1)]
+    back = [[0] * (n + 1) for _ in range(levels + 1)]
+    kept[0][0] = 0.0
+    for s in range(1, levels + 1):
+        for j in range(1, n + 1):
+            for i in range(s - 1, j):
+                if kept[s - 1][i] < inf and kept[s - 1][i] + inside[i][j] < kept[s][j] - 1e-12:
+                    kept[s][j], back[s][j] = kept[s - 1][i] + inside[i][j], i
+    s_best = min(range(1, min(levels, n) + 1), key=lambda s: (kept[s][n], s))
+    segment = [0] * n
+    j, s = n, s_best
+    while s > 0:
+        i = back[s][j]
+        for k in range(i, j):
+            segment[k] = s - 1
+        j, s = i, s - 1
+    return total - kept[s_best][n], segment
+
+
+def _unique_classes(keys: Sequence[K], scores: Mapping[K, float], levels: int) -> Dict[K, int]:
+    """Distinct classes for ``keys`` (sorted by decreasing priority, at most ``levels`` of them): ``compress``'s
+    log-score spread, then any keys left sharing a class (equal scores) pushed apart in their order."""
+    base = compress(scores, levels)
+    classes: Dict[K, int] = {}
+    below = levels
+    for k in keys:  # highest priority first: each takes its spread class, or the next free one under its senior
+        c = min(base[k], below - 1)
+        classes[k] = c
+        below = c
+    if min(classes.values()) < 0:  # too little room under equal seniors: plain ranks from the top
+        classes = {k: levels - 1 - i for i, k in enumerate(keys)}
+    return classes

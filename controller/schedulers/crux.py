@@ -42,8 +42,14 @@ hops on equal paths. ``paths=hop``: the same choice made per ring hop, which bal
 many such hops. ``paths=hashed``: path None (ECMP), priority only.
 
 Classes. Two jobs contend when their link sets (with the chosen paths; hashed hops count on every path)
-intersect. P_j is compressed into the 8 classes with ``compression.compress`` using that contention, so the
-highest-priority job gets class 7 and merges fall between jobs that never meet or that differ least.
+intersect. ``compression=published`` (the default) follows the paper: every job has a unique priority (P_j, then
+the job index, breaks ties), contending jobs form a DAG from higher to lower priority, and the jobs are cut into
+the 8 classes along a topological order of that DAG so that as many contending pairs as possible (weighted by
+how much their priorities differ) sit in different classes: a maximum K-cut, searched over 32 seeded random
+topological orders (``compression.compress_kcut``). Equal-intensity jobs that share links therefore interleave
+instead of sharing a class. ``compression=contiguous`` is the earlier variant: P_j compressed with
+``compression.compress``, in which equal priorities share a class and merges fall between jobs that never meet
+or that differ least.
 """
 from __future__ import annotations
 
@@ -52,7 +58,7 @@ from dataclasses import dataclass
 from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from controller.schedulers.base import Scheduler
-from controller.schedulers.compression import compress, count_changes
+from controller.schedulers.compression import compress, compress_kcut, count_changes
 from core.fabric import FabricView
 from core.model import Decision, FlowKey, JobSpec
 from core.ring import ring_bytes_per_rank
@@ -219,6 +225,7 @@ class CruxScheduler(Scheduler):
         "overlap_scale": 1.0,   # weight of the overlap window H_j in k_j (0: no correction, P_j = I_j)
         "min_exposed": 0.1,     # floor of k_j, keeps fully hidden jobs ordered by intensity
         "paths": "job",         # job | hop | hashed
+        "compression": "published",  # published (unique priorities, K-cut of the contention DAG) | contiguous
     }
 
     def __init__(self, fabric: FabricView, jobs: Sequence[JobSpec], params: Optional[Mapping] = None):
@@ -239,7 +246,12 @@ class CruxScheduler(Scheduler):
         self.paths = select_paths(fabric, self.jobs, priority, self.params["paths"])
         self.contention = contending_jobs(fabric, self.jobs, self.paths)
         networked = {i: p for i, p in priority.items() if self.intensities[i].comm_s > 0}
-        self.classes: Dict[int, int] = compress(networked, contention=pairs_of(self.contention))
+        if self.params["compression"] == "published":
+            self.classes: Dict[int, int] = compress_kcut(networked, pairs_of(self.contention))
+        elif self.params["compression"] == "contiguous":
+            self.classes = compress(networked, contention=pairs_of(self.contention))
+        else:
+            raise ValueError(f"compression must be published or contiguous, not {self.params['compression']!r}")
         self.changes = 0
         self._rules = self._build_rules()
         self._last: Dict[FlowKey, Decision] = {}
