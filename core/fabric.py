@@ -59,7 +59,9 @@ def host_name(k: int) -> str:
 
 
 def host_ip(k: int) -> str:
-    return f"10.0.0.{k}"
+    """10.0.0.k for the emulation's hosts (k <= MAX_HOSTS); larger fabrics (the flow-level twin's) go on into
+    the next octets."""
+    return f"10.{k >> 16 & 255}.{k >> 8 & 255}.{k & 255}"
 
 
 def host_mac(k: int) -> str:
@@ -118,8 +120,9 @@ class FabricSpec:
             return f"fat-tree k={self.k} ({self.leaves} edge, {self.leaves} aggregation, {self.spines} core switches)"
         return f"leaf-spine ({self.spines} spines, {self.leaves} leaves)"
 
-    def validate(self) -> None:
-        """Raise ValueError naming the first impossible parameter."""
+    def validate(self, max_hosts: int = MAX_HOSTS) -> None:
+        """Raise ValueError naming the first impossible parameter. ``max_hosts`` is the emulation's addressing
+        limit by default; the flow-level twin passes its own (twin.MAX_HOSTS)."""
         if self.topology not in TOPOLOGIES:
             raise ValueError(f"--topology must be one of {', '.join(TOPOLOGIES)} (got {self.topology!r})")
         if self.topology == "fattree":
@@ -134,8 +137,8 @@ class FabricSpec:
                 raise ValueError(f"--leaves must be >= 1 (got {self.leaves})")
             if self.hosts_per_leaf < 1:
                 raise ValueError(f"--hosts-per-leaf must be >= 1 (got {self.hosts_per_leaf})")
-        if self.hosts > MAX_HOSTS:
-            raise ValueError(f"{self.hosts} hosts exceed the addressing limit of {MAX_HOSTS}")
+        if self.hosts > max_hosts:
+            raise ValueError(f"{self.hosts} hosts exceed the addressing limit of {max_hosts}")
         if self.hosts < 2:
             raise ValueError("the fabric needs at least 2 hosts")
         for flag, rate in (("--host-rate", self.host_rate_mbps), ("--fabric-rate", self.fabric_rate_mbps)):

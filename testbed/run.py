@@ -27,7 +27,11 @@ from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
 if __name__ == "__main__":
     # ``sudo python testbed/run.py`` picks whatever ``python`` root has: set up what is missing, then continue in
     # <project>/.venv. Asking for --help needs no set-up beyond the environment.
-    ensure_env("run.py", needs_fabric=not ({"-h", "--help"} & set(sys.argv[1:])))
+    # The flow-level twin (--engine fluid) needs no fabric, and no root.
+    _argv = sys.argv[1:]
+    _fluid = "fluid" in [a.split("=", 1)[-1] for a in _argv if a.startswith("--engine")] + \
+        [b for a, b in zip(_argv, _argv[1:]) if a == "--engine"]
+    ensure_env("run.py", needs_fabric=not (_fluid or {"-h", "--help"} & set(_argv)))
 
 import argparse  # noqa: E402
 import logging  # noqa: E402
@@ -75,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
                "but not faithful (see the fidelity warnings); 130 interrupted. "
                "Example: sudo python testbed/run.py --scheduler flux --scenario workloads/scenarios/headline.yaml")
     g = p.add_argument_group("experiment")
+    g.add_argument("--engine", choices=["emulation", "fluid"], default="emulation",
+                   help="emulation: Mininet, Open vSwitch, Ryu and real TCP (root); fluid: the flow-level twin "
+                        "(twin/, no root, same flags and results folder; docs/twin.md says what it models)")
+    g.add_argument("--twin-model", default="calibrated", metavar="NAME",
+                   help="fluid engine only: ideal, calibrated, or a JSON file of model parameters (twin/model.py)")
     g.add_argument("--scheduler", default="ecmp", metavar="NAME",
                    help="scheduling policy: ecmp, bytescheduler, crux or flux")
     g.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
@@ -152,7 +161,11 @@ def validate(args) -> dict:
         raise BadInput(f"--param: {exc}")
     try:
         spec = fabric_spec(args)
-        spec.validate()
+        if args.engine == "fluid":
+            import twin
+            spec.validate(max_hosts=twin.MAX_HOSTS)
+        else:
+            spec.validate()
         for rate in sorted({args.host_rate, args.fabric_rate}):
             qos.tree_commands("x", rate, args.class_floor, args.queue_ms, args.class_mode)
     except ValueError as exc:
@@ -187,6 +200,8 @@ def validate(args) -> dict:
         raise BadInput(str(exc))
     if faults and args.no_workload:
         raise BadInput("faults happen during the workload: drop --no-workload")
+    if args.engine == "fluid" and (faults or args.no_workload):
+        raise BadInput("the fluid engine runs workloads without faults (no --fault, no faults:, no --no-workload)")
     jobs = resolved.jobs
     if args.iterations is not None:
         import dataclasses
@@ -303,8 +318,7 @@ def run(args, resolved: dict) -> int:
     from testbed.results import JobSummary, RunFolder, RunSummary
 
     scenario = resolved["scenario"]
-    run_id = args.run_id or "{}-{}-{}-s{}".format(time.strftime("%Y%m%d-%H%M%S"), args.scheduler,
-                                                   scenario.name, args.seed)
+    run_id = run_id_of(args, scenario.name)
     out = os.path.abspath(args.out or os.path.join(PROJECT_DIR, "results", run_id))
     folder = RunFolder(out)
     config = {
@@ -438,6 +452,28 @@ def run(args, resolved: dict) -> int:
     return code
 
 
+def run_id_of(args, scenario_name: str) -> str:
+    return args.run_id or "{}-{}-{}-s{}".format(time.strftime("%Y%m%d-%H%M%S"), args.scheduler, scenario_name,
+                                                args.seed)
+
+
+def run_fluid(args, resolved: dict) -> int:
+    """The same experiment in the flow-level twin (twin/): no root, no fabric, the same results folder."""
+    import twin
+    run_id = run_id_of(args, resolved["scenario"].name)
+    out = os.path.abspath(args.out or os.path.join(PROJECT_DIR, "results", run_id))
+    if not args.quiet:
+        LOG.info("run %s -> %s (fluid engine, %s model)", run_id, out, args.twin_model)
+    try:
+        return twin.run_fluid(resolved, scheduler=args.scheduler, seed=args.seed, out=out, run_id=run_id,
+                              class_mode=args.class_mode, class_floor=args.class_floor, model=args.twin_model,
+                              flags={name.replace("_", "-"): value for name, value in sorted(vars(args).items())},
+                              command=" ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+                              time_limit_s=args.time_limit, quiet=args.quiet)
+    except (ValueError, OSError) as exc:
+        raise BadInput(f"--twin-model: {exc}")
+
+
 def main(argv=None) -> int:
     def on_signal(signum, frame):
         raise Interrupted(signal.Signals(signum).name)
@@ -459,6 +495,8 @@ def _main(argv) -> int:
                             format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
         try:
             resolved = validate(args)
+            if args.engine == "fluid":
+                return run_fluid(args, resolved)
             preflight(args.datapath)
         except BadInput as exc:
             sys.stderr.write(f"run.py: {exc}\n")

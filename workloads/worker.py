@@ -7,7 +7,8 @@ Usage::
 
 The job file holds ``JobSpec.to_dict()`` with the model already scaled to the emulation (seconds and bytes as the
 testbed runs them). The worker connects its ring (``workloads.allreduce``), waits until ``--start-at`` so all
-workers of the job begin iteration 0 together, and runs the iteration loop of PyTorch DDP:
+workers of the job begin iteration 0 together, and runs the iteration loop of PyTorch DDP (its steps come from
+``workloads.program``, which the flow-level twin runs too):
 
 * forward pass through the layer groups in forward order: highest bucket index first, bucket 0 last. Under
   semantics ``overlap`` each group's forward first waits for the all-reduce of its own bucket from the previous
@@ -76,6 +77,7 @@ from core.model import JobSpec, OperationEvent
 from core.ring import ring_bytes_per_rank
 from workloads.allreduce import RingMember
 from workloads.events import EventSender
+from workloads.program import COMPUTE, WAIT, IterationProgram
 
 LOG_VERSION = 1
 CATCH_UP_S = 0.02
@@ -215,11 +217,9 @@ class Worker:
         self.cfg = cfg
         self.job = cfg.job
         self.rank = cfg.rank
-        self.buckets = sorted(self.job.model.buckets, key=lambda b: b.index)
-        if [b.index for b in self.buckets] != list(range(len(self.buckets))):
-            raise ValueError("bucket indices must be 0..B-1")
-        if self.job.semantics not in ("overlap", "wait_all"):
-            raise ValueError(f"unknown semantics {self.job.semantics!r}")
+        # The iteration program (order of computes, launches and waits; needed_at) is shared with the twin.
+        self.program = IterationProgram(self.job)
+        self.buckets = self.program.buckets
         self.clock = WallClock()
         self.gpu = EmulatedGpu()
         self.log = JsonlLog(cfg.log_path)
@@ -234,11 +234,6 @@ class Worker:
         self.op_count = 0
         self.bytes_sent = 0
         self._count_lock = threading.Lock()
-        # Offsets from a bucket's launch to when the GPU needs its result (see the module docstring).
-        self.rest_backward = {b.index: sum(x.backward_s for x in self.buckets if x.index > b.index)
-                              for b in self.buckets}
-        self.forward_before = {b.index: sum(x.forward_s for x in self.buckets if x.index > b.index)
-                               for b in self.buckets}
 
     # -- events ------------------------------------------------------------------------------------------------
 
@@ -248,18 +243,12 @@ class Worker:
                                             bucket=op.bucket, time=time.time(), nbytes=op.nbytes,
                                             bytes_done=bytes_done, needed_at=op.needed_at))
 
-    def _needed_offset(self, bucket: int, iteration: int) -> float:
-        offset = self.rest_backward[bucket]
-        if self.job.semantics == "overlap" and iteration < self.job.iterations - 1:
-            offset += self.forward_before[bucket]
-        return offset
-
     # -- operations --------------------------------------------------------------------------------------------
 
     def _launch(self, pool: ThreadPoolExecutor, iteration: int, bucket: int) -> None:
         launch = self.clock.now()
         op = Operation(iteration, bucket, self.data.nbytes(bucket), launch,
-                       launch + self._needed_offset(bucket, iteration))
+                       launch + self.program.needed_offset(bucket, iteration))
         self.pending[bucket] = op
         self._event("launch", op)
         pool.submit(self._run_op, op)
@@ -348,24 +337,18 @@ class Worker:
                 time.sleep(max(0.0, target - time.perf_counter()))
                 self.gpu.free_at = target
         run_start = self.gpu.start_time()
-        order_forward = list(reversed(self.buckets))
         # Twice the buckets: an op thread still checking its result must not delay the next launch.
         with ThreadPoolExecutor(max_workers=2 * len(self.buckets), thread_name_prefix="op") as pool:
             try:
                 it_start = run_start
                 for it in range(job.iterations):
-                    if job.semantics == "wait_all":
-                        for b in order_forward:
-                            self._wait_for(b.index, it)
-                    for b in order_forward:
-                        self._wait_for(b.index, it)  # overlap: just this group's bucket (no-op under wait_all)
-                        self._compute(it, "forward", b.index, b.forward_s)
-                    for b in self.buckets:
-                        self._compute(it, "backward", b.index, b.backward_s)
-                        self._launch(pool, it, b.index)
-                    if it == job.iterations - 1:
-                        for b in order_forward:
-                            self._wait_for(b.index, it)
+                    for step in self.program.steps(it):
+                        if step.kind == WAIT:
+                            self._wait_for(step.bucket, it)
+                        elif step.kind == COMPUTE:
+                            self._compute(it, step.phase, step.bucket, step.duration_s)
+                        else:
+                            self._launch(pool, it, step.bucket)
                     it_end = self.gpu.start_time()
                     self.log.write({"type": "iteration", "iteration": it, "start": _r(self.clock.wall(it_start)),
                                     "end": _r(self.clock.wall(it_end))}, flush=True)

@@ -1,0 +1,227 @@
+"""The flow-level twin: rate allocation on hand-computed cases, the ring against its analytic time, the engine
+with the project's schedulers, and the results folder it writes."""
+import json
+
+import numpy as np
+import pytest
+
+import twin
+from controller.schedulers.base import Scheduler
+from core.fabric import FabricLayout, FabricSpec
+from core.model import Bucket, Decision, JobSpec, ModelProfile
+from core.ring import ring_steps
+from twin.engine import chunk_bytes, step_chunk
+from twin.model import IDEAL, ModelParams
+from twin.network import Network, allocate, hashed_path
+
+MBIT = 1e6
+LAYOUT = FabricLayout.from_spec(FabricSpec(2, 4, 4, 10.0, 10.0))
+HOSTS = LAYOUT.host_tuples()
+
+
+def job(index, nbytes, workers=4, hosts=None, forward=0.0, backward=0.0, iterations=1, semantics="overlap"):
+    hosts = hosts if hosts is not None else HOSTS[index::4][:workers]
+    profile = ModelProfile(f"m{index}", "t", 1, (Bucket(0, nbytes, forward, backward),))
+    return JobSpec(index, f"j{index}", profile, workers, iterations, semantics=semantics,
+                   hosts=tuple(h[0] for h in hosts), addresses=tuple(h[1] for h in hosts))
+
+
+def rank_bytes(nbytes, workers):
+    chunks = chunk_bytes(nbytes, workers)
+    return [sum(chunks[step_chunk(r, s, workers)] + 8 for s in range(ring_steps(workers))) for r in range(workers)]
+
+
+# ------------------------------------------------------------------------------------------------ allocation
+def test_strict_priority_and_max_min_by_hand():
+    # Links 0 and 1 of 10 Mbit/s. A (class 7) on 0; B (class 3) on 0 and 1; C and D (class 3) on 1.
+    routes = np.array([[0, -1], [0, 1], [1, -1], [1, -1]])
+    cap = np.array([10.0, 10.0])
+    # One class: link 1 has three flows (10/3 each), A then takes what B leaves on link 0.
+    assert allocate(routes, np.array([3, 3, 3, 3]), cap) == pytest.approx([20 / 3, 10 / 3, 10 / 3, 10 / 3])
+    # A above: link 0 is A's alone, B starves, C and D split link 1.
+    assert allocate(routes, np.array([7, 3, 3, 3]), cap) == pytest.approx([10, 0, 5, 5])
+    # With a 1% floor per lower class present, B keeps 0.1 and C, D share the rest of link 1.
+    assert allocate(routes, np.array([7, 3, 3, 3]), cap, floor=0.01) == pytest.approx([9.9, 0.1, 4.95, 4.95])
+    # B above C and D: B gets link 1 first but link 0 holds it to what A leaves (nothing).
+    assert allocate(routes, np.array([7, 5, 3, 3]), cap) == pytest.approx([10, 0, 5, 5])
+    assert allocate(routes, np.array([0, 5, 3, 3]), cap) == pytest.approx([0, 10, 0, 0])
+
+
+def test_a_flow_crossing_a_link_twice_counts_twice():
+    assert allocate(np.array([[0, 0], [0, -1]]), np.array([0, 0]), np.array([9.0])) == pytest.approx([3, 3])
+
+
+def test_weighted_classes_share_by_two_to_the_class():
+    cap = np.array([10.0])
+    # Classes 7 and 0 busy on one link: 128 : 1.
+    assert allocate(np.array([[0], [0]]), np.array([7, 0]), cap, mode="weighted") == \
+        pytest.approx([10 * 128 / 129, 10 / 129])
+    # All eight classes busy: class c gets 2^c / 255.
+    rates = allocate(np.arange(8)[:, None] * 0, np.arange(8), cap, mode="weighted")
+    assert rates == pytest.approx([10 * 2 ** c / 255 for c in range(8)])
+    # What a class cannot use (held back on another link) goes to the others.
+    routes = np.array([[0, -1], [0, 1], [1, -1]])
+    rates = allocate(routes, np.array([7, 0, 7]), np.array([10.0, 10.0]), mode="weighted")
+    assert rates[1] == pytest.approx(10 / 129) and rates[0] == pytest.approx(10 - 10 / 129)
+    with pytest.raises(ValueError):
+        allocate(routes, np.array([7, 0, 7]), np.array([10.0, 10.0]), mode="fair")
+
+
+def test_hashed_paths_are_stable_and_depend_on_the_seed():
+    flows = [job(0, 1000).flow(r, 0) for r in range(4)]
+    paths = [[hashed_path(f, 8, seed) for f in flows] for seed in range(20)]
+    assert paths[3] == [hashed_path(f, 8, 3) for f in flows]
+    assert len({tuple(p) for p in paths}) > 10
+    assert all(hashed_path(f, 1, 5) == 0 for f in flows)
+
+
+def test_network_routes_follow_the_fabric():
+    net = Network(LAYOUT)
+    a, b = HOSTS[0][1], HOSTS[4][1]          # leaf 1 -> leaf 2
+    r0, r1 = net.route(a, b, 0), net.route(a, b, 1)
+    assert [net.names[i] for i in r0] == [(a, "lf1"), ("lf1", "sp1"), ("sp1", "lf2"), ("lf2", b)]
+    assert net.names[r1[1]] == ("lf1", "sp2") and net.n_paths(a, b) == 2
+    assert [net.names[i] for i in net.route(a, HOSTS[1][1], 0)] == [(a, "lf1"), ("lf1", HOSTS[1][1])]
+    assert net.capacity[r0[0]] == 10 * MBIT
+
+
+# ------------------------------------------------------------------------------------------------ the ring
+@pytest.mark.parametrize("ring_model", ["steps", "pipelined"])
+@pytest.mark.parametrize("workers,nbytes", [(2, 100_000), (4, 400_000), (4, 1_001)])
+def test_single_job_alone_matches_the_analytic_ring_time(ring_model, workers, nbytes):
+    # Alone on the fabric every hop has a host link to itself: each rank's bytes (2(N-1)/N of the bucket,
+    # rounded to float32 chunks, plus one 8-byte header per step) at line rate.
+    r = twin.simulate(LAYOUT, [job(0, nbytes, workers)], "ecmp", model=IDEAL, ring_model=ring_model)
+    if ring_model == "pipelined":
+        expected = max(rank_bytes(nbytes, workers)) * 8 / (10 * MBIT)
+    else:
+        # Step s of rank r follows its own step s-1 and rank r-1's: the longest chain of chunks decides.
+        chunks, n = chunk_bytes(nbytes, workers), workers
+        done = [0.0] * n
+        for s in range(ring_steps(n)):
+            done = [max(done[r], done[(r - 1) % n]) + (chunks[step_chunk(r, s, n)] + 8) * 8 / (10 * MBIT)
+                    for r in range(n)]
+        expected = max(max(done[r], done[(r - 1) % n]) for r in range(n))
+    assert r.completed and r.sim_time_s == pytest.approx(expected, rel=1e-9)
+    analytic = (2 * (workers - 1) / workers * nbytes + 8 * ring_steps(workers)) * 8 / (10 * MBIT)
+    assert expected == pytest.approx(analytic, rel=0.01)
+
+
+def test_step_latency_adds_once_per_dependent_step():
+    params = IDEAL.with_(step_latency_s=0.01)
+    for ring_model in ("steps", "pipelined"):
+        r = twin.simulate(LAYOUT, [job(0, 400_000)], "ecmp", model=params, ring_model=ring_model)
+        assert r.sim_time_s == pytest.approx(max(rank_bytes(400_000, 4)) * 8 / 1e7 + 6 * 0.01, rel=1e-9)
+
+
+def test_goodput_scales_the_links():
+    r = twin.simulate(LAYOUT, [job(0, 400_000)], "ecmp", model=IDEAL.with_(goodput=0.5))
+    assert r.sim_time_s == pytest.approx(2 * max(rank_bytes(400_000, 4)) * 8 / 1e7, rel=1e-9)
+
+
+def test_iteration_program_and_gpu_utilisation():
+    # wait_all, one bucket: every iteration computes 0.3 s and then waits for the whole all-reduce.
+    j = job(0, 400_000, forward=0.1, backward=0.2, iterations=3, semantics="wait_all")
+    r = twin.simulate(LAYOUT, [j], "ecmp", model=IDEAL)
+    comm = max(rank_bytes(400_000, 4)) * 8 / 1e7
+    assert r.sim_time_s == pytest.approx(3 * (0.3 + comm), rel=1e-9)
+    figures = twin.summarize([j], r)
+    assert figures["jobs"][0]["gpu_utilization"] == pytest.approx(0.3 / (0.3 + comm), rel=1e-9)
+    assert figures["jobs"][0]["iteration_times_s"] == pytest.approx([0.3, 0.3 + comm, 0.3 + 2 * comm], rel=1e-9)
+
+
+class _Fixed(Scheduler):
+    """Job 0's flows in class 7, job 1's in class 1, all on path 0."""
+
+    name = "fixed"
+
+    def decide(self, now):
+        return {j.flow(r, 0): Decision(7 if j.index == 0 else 1, 0) for j in self.jobs for r in range(j.workers)}
+
+
+def _two_jobs_on_the_same_hosts_links(compute=0.0):
+    # Jobs 0 and 1 use hosts on the same leaves and one spine path, so they share every leaf-spine link.
+    a = job(0, 400_000, hosts=[HOSTS[0], HOSTS[4], HOSTS[8], HOSTS[12]], backward=compute)
+    b = job(1, 400_000, hosts=[HOSTS[1], HOSTS[5], HOSTS[9], HOSTS[13]], backward=compute)
+    return a, b
+
+
+@pytest.mark.parametrize("ring_model", ["steps", "pipelined"])
+def test_priority_between_two_jobs_in_the_engine(ring_model):
+    a, b = _two_jobs_on_the_same_hosts_links()
+    view = LAYOUT.view()
+    net = Network(LAYOUT, view)
+    from twin.engine import FluidSim
+    sim = FluidSim(net, [a, b], _Fixed(view, [a, b]), IDEAL, ring_model=ring_model)
+    r = sim.run()
+    alone = max(rank_bytes(400_000, 4)) * 8 / 1e7
+    times = {j: t for j, ops in r.op_times.items() for _it, _b, t in ops}
+    assert times[0] == pytest.approx(alone, rel=1e-6)          # class 7 does not see class 1
+    assert times[1] == pytest.approx(2 * alone, rel=1e-6)      # class 1 gets the links after it
+    # Without priorities the two share every link: both take twice as long.
+    r = twin.simulate(LAYOUT, [a, b], "crux", {"paths": "hashed"}, model=IDEAL, ring_model=ring_model)
+    assert r.completed
+
+
+def test_project_schedulers_run_and_their_decisions_take_effect():
+    a, b = _two_jobs_on_the_same_hosts_links(compute=0.05)
+    results = {s: twin.simulate(LAYOUT, [a, b], s, model=IDEAL) for s in ("ecmp", "bytescheduler", "crux", "flux")}
+    assert all(r.completed for r in results.values())
+    assert results["ecmp"].decide_calls == 1 and results["ecmp"].flow_changes == 0
+    assert results["crux"].flow_changes == 8                   # one rule per flow, installed once
+    assert results["flux"].events > 0 and results["flux"].decide_calls > 1
+
+
+def test_starvation_timeouts_cost_time_and_are_counted():
+    a, b = _two_jobs_on_the_same_hosts_links()
+    view = LAYOUT.view()
+    from twin.engine import FluidSim
+    params = IDEAL.with_(rto_s=0.2)
+    r = FluidSim(Network(LAYOUT, view), [a, b], _Fixed(view, [a, b]), params).run()
+    alone = max(rank_bytes(400_000, 4)) * 8 / 1e7            # 0.48 s: job 1 starves that long
+    assert sum(r.timeouts.values()) > 0
+    # Job 1 resumes at the first timer after job 0 is done (0.2 + 0.4 = 0.6 s), not at 0.48 s.
+    times = {j: t for j, ops in r.op_times.items() for _it, _b, t in ops}
+    assert times[1] == pytest.approx(0.6 + alone, rel=1e-6)
+
+
+def test_pipelined_and_step_rings_agree_on_a_shipped_scenario():
+    from workloads.scenario import load_scenario
+    layout = FabricLayout.from_spec(FabricSpec(2, 4, 4, 5.0, 5.0))
+    jobs = load_scenario("default").resolve(layout.host_tuples(), 5.0).jobs
+    util = {m: twin.summarize(jobs, twin.simulate(layout, jobs, "crux", model="ideal", class_floor=0.01,
+                                                  ring_model=m))["cluster"]["gpu_utilization"]
+            for m in ("steps", "pipelined")}
+    assert util["steps"] == pytest.approx(util["pipelined"], abs=0.005)
+
+
+# ------------------------------------------------------------------------------------------------ the results
+def test_run_fluid_writes_a_results_folder(tmp_path):
+    from testbed.results import RunFolder, collect
+    from workloads.scenario import load_scenario
+    spec = FabricSpec(2, 4, 4, 10.0, 10.0)
+    layout = FabricLayout.from_spec(spec)
+    scenario = load_scenario("smoke").resolve(layout.host_tuples(), 10.0)
+    resolved = {"spec": spec, "layout": layout, "params": {}, "scenario": scenario, "jobs": scenario.jobs,
+                "scenario_path": "smoke.yaml", "faults": []}
+    out = tmp_path / "run"
+    assert twin.run_fluid(resolved, "crux", 1, str(out), quiet=True, flags={"engine": "fluid"}) == 0
+    folder = RunFolder(str(out))
+    summary = folder.summary()
+    assert folder.config()["engine"] == "fluid" and summary.engine == "fluid" and summary.ok
+    assert 0 < summary.cluster["gpu_utilization"] <= 1 and summary.cluster["gpus"] == 2
+    assert summary.jobs[0].gpu_utilization and summary.jobs[0].iteration_time_mean_s > 0
+    assert summary.controller["flowmods"] == 2                 # one bucket, two ranks: two flows, one rule each
+    assert json.load(open(out / "summary.json"))["config"]["twin"]["params"]["goodput"] < 1
+    path, rows = collect(str(tmp_path))
+    assert any(r["job"] == "__cluster__" and r["ok"] for r in rows)
+    # A run with faults is refused, not silently run without them.
+    assert twin.run_fluid(dict(resolved, faults=["x"]), "crux", 1, str(tmp_path / "f"), quiet=True) == 1
+
+
+def test_model_parameters_are_checked():
+    with pytest.raises(ValueError):
+        ModelParams(goodput=1.5)
+    with pytest.raises(ValueError):
+        ModelParams.from_dict({"latency": 1})
+    assert twin.calibrated().goodput < 1 and IDEAL.rto_s == 0

@@ -1,0 +1,251 @@
+"""The flow-level twin: the testbed's scenarios and schedulers in a fluid network model, without root or Mininet.
+
+It runs the project's own scheduler objects (controller/schedulers) on the workers' own iteration program
+(workloads/program.py) over a fluid model of the same fabric (twin/network.py, twin/engine.py), and writes a
+results folder of the same shape as an emulation run: ``config.json`` and ``summary.json`` through
+testbed/results.py, with ``config.engine = "fluid"``. Its parameters (ideal or calibrated, every artefact term
+named) are in twin/model.py; docs/twin.md says what it models, how it was checked against the emulation, and
+where it disagrees.
+
+Calling it from the runner (after ``resolved = validate(args)``; for fabrics above the emulation's 250 hosts,
+validate the spec with ``spec.validate(max_hosts=twin.MAX_HOSTS)``)::
+
+    import twin
+    code = twin.run_fluid(resolved, scheduler=args.scheduler, seed=args.seed, out=out_dir,
+                          run_id=run_id,                      # default: the folder's name
+                          class_mode=args.class_mode,         # "strict" | "weighted"
+                          class_floor=args.class_floor,       # the HTB floor per class (0.01 on the testbed)
+                          model="calibrated",                 # "ideal" | "calibrated" | ModelParams | JSON file
+                          hash_seed=None,                     # ECMP hash seed; None: the run's seed
+                          flags={...}, command="run.py ...",  # recorded in config.json, as the runner does
+                          time_limit_s=args.time_limit,       # simulated seconds
+                          quiet=args.quiet,                   # no summary on stdout
+                          ring_model="auto")                  # "steps" | "pipelined" | "auto" (see docs/twin.md)
+    # 0: ok, 1: failed (summary.json says why). ``resolved`` is validate()'s dict: spec, layout, params,
+    # scenario (ResolvedScenario), scenario_path, jobs, and faults (the twin refuses a run with faults).
+
+``simulate(layout, jobs, scheduler, ...)`` runs a simulation and returns the engine's ``RunResult`` without
+writing anything (tests, benchmarks, the fit).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+import traceback
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from core.fabric import FabricLayout, FabricSpec
+from core.model import JobSpec
+from core.stats import percentile
+from twin.engine import FluidSim, RunResult
+from twin.model import IDEAL, ModelParams, calibrated, resolve_model
+from twin.network import Network
+
+__all__ = ["MAX_HOSTS", "run_fluid", "simulate", "summarize", "prepare", "prepare_recorded", "ModelParams", "IDEAL",
+           "calibrated"]
+
+#: Hosts the twin accepts (host addresses continue past the emulation's 250 into the next octets).
+MAX_HOSTS = 65000
+ENGINE = "fluid"
+#: Up to this many GPUs ``ring_model="auto"`` simulates every ring step; above, whole rings (docs/twin.md).
+AUTO_STEPS_MAX_GPUS = 128
+
+
+def simulate(layout: FabricLayout, jobs: Sequence[JobSpec], scheduler: str = "ecmp",
+             scheduler_params: Optional[Mapping[str, Any]] = None,
+             model: Union[str, ModelParams, Mapping[str, Any], None] = "ideal", class_mode: str = "strict",
+             class_floor: float = 0.0, hash_seed: int = 1, time_limit_s: float = 3600.0,
+             ring_model: str = "auto") -> RunResult:
+    """Run the jobs on the layout under the named scheduler and return what happened. ``ring_model``:
+    ``steps`` (every ring step a flow), ``pipelined`` (a bucket's ring one flow) or ``auto`` (steps up to
+    AUTO_STEPS_MAX_GPUS GPUs, pipelined above)."""
+    if ring_model == "auto":
+        ring_model = "steps" if sum(j.workers for j in jobs) <= AUTO_STEPS_MAX_GPUS else "pipelined"
+    from controller.schedulers.registry import make_scheduler
+    params = resolve_model(model)
+    view = layout.view()
+    policy = make_scheduler(scheduler, view, jobs, dict(scheduler_params or {}))
+    net = Network(layout, view, goodput=params.goodput)
+    sim = FluidSim(net, jobs, policy, params, class_mode=class_mode, class_floor=class_floor,
+                   hash_seed=hash_seed, time_limit_s=time_limit_s, ring_model=ring_model)
+    result = sim.run()
+    result.scheduler = policy  # for its own statistics (changes, op_changes)
+    return result
+
+
+def prepare(scenario: str, spec: FabricSpec, iterations: Optional[int] = None) -> Dict[str, Any]:
+    """What testbed/run.py's validate() returns, for a scenario file on a fabric: for scripts that run the twin
+    without the runner (crossval, fit, benchmarks)."""
+    import dataclasses
+    from workloads.scenario import load_scenario
+    spec.validate(max_hosts=MAX_HOSTS)
+    layout = FabricLayout.from_spec(spec)
+    resolved = load_scenario(scenario).resolve(layout.host_tuples(), spec.host_rate_mbps)
+    jobs = resolved.jobs
+    if iterations is not None:
+        jobs = [dataclasses.replace(j, iterations=iterations) for j in jobs]
+    return {"spec": spec, "layout": layout, "params": {}, "scenario_path": os.path.abspath(str(scenario)),
+            "scenario": resolved, "jobs": jobs, "faults": []}
+
+
+def prepare_recorded(config: Mapping[str, Any]) -> Dict[str, Any]:
+    """What validate() returned for a recorded run, from its config (summary.json's ``config``): the jobs exactly
+    as that run placed and scaled them, whatever the scenario code does today."""
+    from workloads.scenario import ResolvedScenario
+    fabric = {k: v for k, v in config["fabric"].items() if k in FabricSpec.__dataclass_fields__}
+    spec = FabricSpec(**fabric)
+    scenario = ResolvedScenario.from_dict(config["scenario"])
+    jobs = scenario.jobs
+    if config.get("iterations_override"):
+        import dataclasses
+        jobs = [dataclasses.replace(j, iterations=int(config["iterations_override"])) for j in jobs]
+    return {"spec": spec, "layout": FabricLayout.from_spec(spec), "params": dict(config.get("scheduler_params") or {}),
+            "scenario_path": config.get("scenario_file"), "scenario": scenario, "jobs": jobs, "faults": []}
+
+
+def _mean(values: Sequence[float]) -> Optional[float]:
+    return float(np.mean(values)) if len(values) else None
+
+
+def summarize(jobs: Sequence[JobSpec], result: RunResult) -> Dict[str, Any]:
+    """Per-job and cluster figures with the workers' definitions (workloads/truth.py): a rank's wall is from the
+    start of its first iteration to the end of its last, utilisation is busy / wall averaged over ranks, an
+    iteration's time is the slowest rank's, the cluster weights jobs by GPUs."""
+    out_jobs: List[Dict[str, Any]] = []
+    weighted, gpus = 0.0, 0
+    for job in jobs:
+        ranks = [result.ranks[(job.index, r)] for r in range(job.workers)]
+        per_rank, utils = [], []
+        for st in ranks:
+            if not st.iterations:
+                per_rank.append({"rank": st.rank, "iterations": 0})
+                continue
+            start, end = st.iterations[0][0], st.iterations[-1][1]
+            wall = end - start
+            util = st.busy_s / wall if wall > 0 else float("nan")
+            utils.append(util)
+            per_rank.append({"rank": st.rank, "iterations": len(st.iterations), "start": start, "end": end,
+                             "wall_s": wall, "busy_s": st.busy_s, "wait_s": st.wait_s, "gpu_utilization": util})
+        complete = min(len(st.iterations) for st in ranks)
+        it_times = [max(st.iterations[k][1] - st.iterations[k][0] for st in ranks) for k in range(complete)]
+        ops = [t for _it, _b, t in result.op_times.get(job.index, [])]
+        by_bucket: Dict[int, List[float]] = {}
+        for _it, b, t in result.op_times.get(job.index, []):
+            by_bucket.setdefault(b, []).append(t)
+        util = _mean(utils)
+        entry = {
+            "name": job.name, "model": job.model.name, "workers": job.workers, "iterations": complete,
+            "hosts": list(job.hosts), "job_index": job.index, "semantics": job.semantics,
+            "complete": complete == job.iterations,
+            "iteration_times_s": it_times,
+            "iteration_time_mean_s": _mean(it_times), "iteration_time_p50_s": percentile(it_times, 50),
+            "iteration_time_p99_s": percentile(it_times, 99),
+            "wall_s": _mean([p["wall_s"] for p in per_rank if "wall_s" in p]),
+            "busy_s": _mean([p["busy_s"] for p in per_rank if "busy_s" in p]),
+            "wait_s": _mean([p["wait_s"] for p in per_rank if "wait_s" in p]),
+            "gpu_utilization": util,
+            "op_time_mean_s": _mean(ops), "op_time_p50_s": percentile(ops, 50), "op_time_p99_s": percentile(ops, 99),
+            "op_time_by_bucket_s": {str(b): float(np.mean(v)) for b, v in sorted(by_bucket.items())},
+            "timeouts": result.timeouts.get(job.index, 0),
+            "per_rank": per_rank,
+        }
+        if complete < job.iterations:
+            entry["error"] = f"{complete} of {job.iterations} iterations completed"
+        out_jobs.append(entry)
+        if util is not None and not np.isnan(util):
+            weighted += util * job.workers
+            gpus += job.workers
+    cluster = {"gpu_utilization": weighted / gpus if gpus else None, "gpus": sum(j.workers for j in jobs)}
+    return {"jobs": out_jobs, "cluster": cluster}
+
+
+def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, *, run_id: Optional[str] = None,
+              class_mode: str = "strict", class_floor: float = 0.01,
+              model: Union[str, ModelParams, Mapping[str, Any], None] = "calibrated",
+              hash_seed: Optional[int] = None, flags: Optional[Mapping[str, Any]] = None,
+              command: Optional[str] = None, time_limit_s: float = 900.0, quiet: bool = False,
+              ring_model: str = "auto") -> int:
+    """Run one experiment in the twin and write its results folder (see the module docstring). Returns 0 when
+    the run completed, 1 when it failed (the summary's ``error`` says why)."""
+    from testbed.results import JobSummary, RunFolder, RunSummary
+
+    out = os.path.abspath(out)
+    folder = RunFolder(out)
+    run_id = run_id or os.path.basename(out)
+    spec, layout, scenario = resolved["spec"], resolved["layout"], resolved["scenario"]
+    jobs = list(resolved["jobs"])
+    params = dict(resolved.get("params") or {})
+    model_params = resolve_model(model)
+    hash_seed = seed if hash_seed is None else hash_seed
+    config = {
+        "engine": ENGINE,
+        "run_id": run_id, "scheduler": scheduler, "scheduler_params": params,
+        "scenario_file": resolved.get("scenario_path"), "scenario": scenario.to_dict(), "seed": seed,
+        "fabric": vars(spec) | {"oversubscription": spec.oversubscription},
+        "class_floor": class_floor, "class_mode": class_mode, "time_limit_s": time_limit_s,
+        "twin": {"model": model if isinstance(model, str) else "custom", "params": model_params.to_dict(),
+                 "hash_seed": hash_seed},
+        "command": command or "",
+        "flags": dict(flags or {}),
+    }
+    folder.write_config(config)
+    summary = RunSummary(run_id=run_id, config=config, seed=seed,
+                         versions={"python": platform.python_version(), "numpy": np.__version__,
+                                   "engine": ENGINE},
+                         extra={"started_at": time.time()})
+    code = 1
+    try:
+        if resolved.get("faults"):
+            raise ValueError("the fluid engine does not model faults (links failing or coming back)")
+        result = simulate(layout, jobs, scheduler, params, model_params, class_mode, class_floor, hash_seed,
+                          time_limit_s, ring_model)
+        figures = summarize(jobs, result)
+        summary.jobs = [JobSummary.from_dict(j) for j in figures["jobs"]]
+        summary.cluster = figures["cluster"]
+        policy = result.scheduler
+        summary.controller = {
+            "ok": True, "scheduler": scheduler, "scheduler_params": params,
+            "events_received": result.events, "events_sent": result.events_sent,
+            "event_latency_ms_median": model_params.event_latency_s * 1e3,
+            "event_latency_ms_p99": model_params.event_latency_s * 1e3,
+            "flowmods": result.flow_changes, "decide_calls": result.decide_calls,
+            "reaction_latency_ms_median": model_params.reaction_latency_s * 1e3,
+            "reaction_latency_ms_p99": model_params.reaction_latency_s * 1e3,
+            "class_changes": getattr(policy, "op_changes", None),
+            "live_class_changes": result.live_class_changes,
+        }
+        summary.extra["twin"] = {"ring_model": result.ring_model, "sim_time_s": result.sim_time_s,
+                                 "wall_s": result.wall_s,
+                                 "recomputes": result.recomputes,
+                                 "timeouts": sum(result.timeouts.values())}
+        summary.extra["workload_wall_s"] = result.sim_time_s
+        summary.extra["timed_out"] = bool(result.error and "time limit" in result.error)
+        summary.ok = result.completed
+        summary.error = result.error
+        code = 0 if result.completed else 1
+    except Exception as exc:  # a bug or bad input: one line in the summary, the traceback next to it
+        with open(folder.file(RunFolder.ERROR_LOG), "w") as f:
+            traceback.print_exc(file=f)
+        summary.ok = False
+        summary.error = f"{type(exc).__name__}: {exc}"
+    summary.extra["finished_at"] = time.time()
+    folder.write_summary(summary)
+    if not quiet:
+        _print(summary, out)
+    return code
+
+
+def _print(summary, out: str) -> None:
+    print(f"run {summary.run_id} (fluid): {'OK' if summary.ok else 'FAILED'}"
+          + (f" ({summary.error})" if summary.error else ""))
+    for j in summary.jobs:
+        mean, util = j.iteration_time_mean_s, j.gpu_utilization
+        print(f"  {j.name:<12} {j.model:<12} {j.workers:>7} {j.iterations:>5} "
+              f"{'-' if mean is None else f'{mean:.3f}':>11} {'-' if util is None else f'{util:.3f}':>8}")
+    cu = summary.cluster.get("gpu_utilization")
+    if cu is not None:
+        print(f"  cluster GPU utilisation: {cu:.3f}")
+    print(f"  results: {out}/summary.json")

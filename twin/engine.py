@@ -1,0 +1,695 @@
+"""The flow-level engine: the workers' iteration program, ring all-reduce steps and the scheduler, in simulated time.
+
+One discrete-event loop (a heap of timed events, plus the network's next flow completion) runs:
+
+* every rank's GPU through ``workloads.program.IterationProgram`` (the very steps workloads/worker.py runs):
+  computes take their profile's time, launches start an operation, waits block the GPU until the rank's part of
+  the operation is done;
+* every operation (one bucket's all-reduce in one iteration) as the ring of ``workloads/allreduce.py``: 2(N-1)
+  dependent steps; rank r's step s sends one chunk (np.array_split sizes, plus the 8-byte message header) to rank
+  r+1 and may start once r launched, r's step s-1 is sent and r has received step s-1 from r-1. Rank r is done
+  when its last step is sent and its last chunk received. Each rank's connection for a bucket is one flow (the
+  flow key the scheduler decides on); it carries one step at a time;
+* with ``ring_model="pipelined"`` a bucket's whole ring is one flow over all its hops' links instead (a link
+  crossed by k hops carries k times its rate), from the moment every rank has launched, with the per-step
+  terms charged 2(N-1) times: far fewer rate computations at scale (docs/twin.md);
+* the network: every sending connection is a fluid flow on its route; rates come from ``twin.network.allocate``
+  whenever the set of sending flows, a class or a path changes, and each flow's completion time follows;
+* the scheduler: the project's own policy object (controller/schedulers) gets the workers' ``OperationEvent``s
+  (launch, progress at each quarter of a rank's bytes, wait, resume, done), ``event_latency_s`` after they
+  happen; events whose kind is in its ``reconcile_on`` make it decide (once per ``decide_batch_s`` window), and
+  so does its ``period_s`` timer; decisions reach the network ``reaction_latency_s`` later. The first decision
+  is in place before the jobs start, as the controller installs it at set-up.
+
+Decisions give a flow's class and path (an index into FabricView.paths); a flow with no decision, or path None,
+is hashed (``twin.network.hashed_path`` with the run's hash seed). The artefact terms of ``twin.model`` act on
+steps (latency, same-class queueing), flows (retransmission timeouts after starvation, live class changes) and
+links (goodput).
+
+Times are simulated seconds from 0; the scheduler sees them as its ``now`` and in the events' ``time`` and
+``needed_at``, so its arithmetic is the same as on the testbed's clock.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from controller.schedulers.base import Scheduler
+from core.model import Decision, FlowKey, JobSpec, OperationEvent
+from core.ring import ring_bytes_per_rank, ring_steps
+from twin.model import ModelParams
+from twin.network import Network, allocate, hashed_path
+from workloads.program import COMPUTE, LAUNCH, WAIT, IterationProgram
+
+HEADER_BYTES = 8          # workloads/allreduce.py: one message header per ring step
+RING_MODELS = ("steps", "pipelined")
+PROGRESS_STEPS = 4        # workloads/worker.py: a progress event per quarter of a rank's bytes
+FLOAT_BYTES = 4
+_EPS_T = 1e-12
+
+# Heap event kinds (ordered so that, at one instant, deliveries happen before the GPU moves on).
+_EV_STEP_DONE, _EV_START, _EV_RESUME_FLOW, _EV_APPLY, _EV_EVENTS, _EV_DECIDE, _EV_PERIODIC, _EV_GPU = range(8)
+
+
+def chunk_bytes(nbytes: int, workers: int) -> List[int]:
+    """Bytes of each of the N chunks of a bucket (np.array_split of its float32 elements)."""
+    elements = max(nbytes // FLOAT_BYTES, workers)
+    base, extra = divmod(elements, workers)
+    return [(base + (1 if i < extra else 0)) * FLOAT_BYTES for i in range(workers)]
+
+
+def step_chunk(rank: int, step: int, workers: int) -> int:
+    """Index of the chunk rank ``rank`` sends in ring step ``step`` (reduce-scatter, then all-gather)."""
+    if step < workers - 1:
+        return (rank - step) % workers
+    return (rank + 1 - (step - (workers - 1))) % workers
+
+
+class Op:
+    """One operation (a bucket's all-reduce in one iteration) of one job, over all its ranks."""
+
+    __slots__ = ("job", "iteration", "bucket", "workers", "steps", "nbytes", "chunks", "share", "launched",
+                 "needed_at", "sent", "sending", "bytes_sent", "next_mark", "done_at", "ranks_done")
+
+    def __init__(self, job: JobSpec, iteration: int, bucket: int, nbytes: int):
+        n = job.workers
+        self.job, self.iteration, self.bucket, self.workers = job, iteration, bucket, n
+        self.steps = ring_steps(n)
+        self.nbytes = nbytes
+        self.chunks = chunk_bytes(nbytes, n)
+        self.share = ring_bytes_per_rank(nbytes, n)
+        self.launched: List[Optional[float]] = [None] * n
+        self.needed_at = [0.0] * n
+        self.sent = [0] * n                 # steps rank r has finished sending
+        self.sending = [False] * n
+        self.bytes_sent = [0] * n
+        self.next_mark = [self.share / PROGRESS_STEPS] * n
+        self.done_at: List[Optional[float]] = [None] * n
+        self.ranks_done = 0
+
+
+@dataclass
+class RankState:
+    """One worker's GPU as the program drives it."""
+
+    job: JobSpec
+    rank: int
+    program: IterationProgram
+    start_at: float
+    iteration: int = 0
+    index: int = 0
+    steps: tuple = ()
+    pending: Dict[int, Op] = field(default_factory=dict)
+    blocked: Optional[Op] = None
+    wait_start: float = 0.0
+    busy_s: float = 0.0
+    wait_s: float = 0.0
+    it_start: float = 0.0
+    iterations: List[Tuple[float, float]] = field(default_factory=list)
+    finished: bool = False
+
+
+@dataclass
+class RunResult:
+    """What a simulation produced: per rank busy/wait and iterations, per operation times, controller figures."""
+
+    ranks: Dict[Tuple[int, int], RankState]
+    op_times: Dict[int, List[Tuple[int, int, float]]]     # job index -> (iteration, bucket, seconds)
+    timeouts: Dict[int, int]                             # job index -> retransmission timeouts
+    live_class_changes: int
+    events: int
+    decide_calls: int
+    flow_changes: int
+    recomputes: int
+    sim_time_s: float
+    wall_s: float
+    completed: bool
+    error: Optional[str] = None
+    events_sent: int = 0
+    scheduler: Any = None                                # the policy object, for its own statistics
+    ring_model: str = "steps"
+
+
+class FluidSim:
+    """One run of the twin. ``run()`` returns a ``RunResult``."""
+
+    def __init__(self, network: Network, jobs: Sequence[JobSpec], scheduler: Scheduler, params: ModelParams,
+                 class_mode: str = "strict", class_floor: float = 0.0, hash_seed: int = 1,
+                 time_limit_s: float = 3600.0, ring_model: str = "steps"):
+        self.net = network
+        self.jobs = list(jobs)
+        self._jobs = {j.index: j for j in self.jobs}
+        self.sched = scheduler
+        self.p = params
+        self.class_mode = class_mode
+        self.class_floor = class_floor
+        self.hash_seed = hash_seed
+        self.time_limit_s = time_limit_s
+        self.now = 0.0
+        self._heap: list = []
+        self._seq = 0
+        # Connections: one per (job, rank, bucket), each the flow rank r -> r+1 of that bucket.
+        keys, meta = [], []
+        for job in self.jobs:
+            for bucket in range(len(job.model.buckets)):
+                for rank in range(job.workers):
+                    keys.append(job.flow(rank, bucket))
+                    meta.append((job.index, rank, bucket))
+        self.conn_key: List[FlowKey] = keys
+        self.conn_meta = meta
+        self.conn_of: Dict[FlowKey, int] = {k: i for i, k in enumerate(keys)}
+        self.conn_index: Dict[Tuple[int, int, int], int] = {m: i for i, m in enumerate(meta)}
+        self.n_paths = [network.n_paths(k.src_ip, k.dst_ip) for k in keys]
+        self.hashed = [hashed_path(k, self.n_paths[i], hash_seed) for i, k in enumerate(keys)]
+        self.decision: List[Decision] = [Decision()] * len(keys)
+        # Entities share the network: a connection each (steps) or a bucket's whole ring (pipelined).
+        if ring_model not in RING_MODELS:
+            raise ValueError(f"ring model must be one of {', '.join(RING_MODELS)} (got {ring_model!r})")
+        self.pipelined = ring_model == "pipelined"
+        if self.pipelined:
+            rings = sorted({(j, b) for j, _r, b in meta})
+            self.ring_index = {rb: i for i, rb in enumerate(rings)}
+            self.ent_conns = [[self.conn_index[(j, r, b)] for r in range(self._job(j).workers)] for j, b in rings]
+        else:
+            self.ent_conns = [[c] for c in range(len(keys))]
+        self.ent_of = [0] * len(keys)
+        for e, conns in enumerate(self.ent_conns):
+            for c in conns:
+                self.ent_of[c] = e
+        n = len(self.ent_conns)
+        hops = max((len(network.route(k.src_ip, k.dst_ip, 0)) for k in keys), default=1)
+        width = max(hops * len(conns) for conns in self.ent_conns) if n else 1
+        self.routes = np.full((n, width), -1, dtype=np.int64)
+        for e in range(n):
+            self._set_route(e)
+        self.cls = np.zeros(n, dtype=np.int64)
+        self.first_link = self.routes[:, 0].copy()
+        self.fluid_time = np.zeros(n)
+        self.queued_time = np.zeros(n)
+        self.queued_now = np.zeros(n, dtype=bool)
+        self.total = np.zeros(n)
+        self.t_acc = np.zeros(n)
+        self.marks = np.zeros(n, dtype=np.int64)
+        self._rank_bytes_cache: Dict[Tuple[int, int], List[int]] = {}
+        self.active = np.zeros(n, dtype=bool)       # a step is in the network and may be given a rate
+        self.suspended = np.zeros(n, dtype=bool)    # ... but stopped (retransmission timer, class change)
+        self.rem = np.zeros(n)                      # bytes left of the current step (at t_ref)
+        self.rate = np.zeros(n)                     # bytes/s
+        self.t_ref = np.zeros(n)
+        self.finish = np.full(n, np.inf)
+        self.xfer_op: List[Optional[Op]] = [None] * n
+        self.xfer_queued = np.zeros(n, dtype=bool)
+        self.starved_since = np.full(n, np.nan)
+        self.backoff = np.zeros(n, dtype=np.int64)
+        self.dirty = False
+        self.ops: Dict[Tuple[int, int, int], Op] = {}
+        self.op_times: Dict[int, List[Tuple[int, int, float]]] = {j.index: [] for j in self.jobs}
+        self.timeouts: Dict[int, int] = {j.index: 0 for j in self.jobs}
+        self.live_class_changes = 0
+        self.events = 0
+        self.events_sent = 0
+        self.decide_calls = 0
+        self.flow_changes = 0
+        self.recomputes = 0
+        self.programs = {j.index: IterationProgram(j) for j in self.jobs}
+        self.ranks: Dict[Tuple[int, int], RankState] = {}
+        for job in self.jobs:
+            for rank in range(job.workers):
+                self.ranks[(job.index, rank)] = RankState(job, rank, self.programs[job.index], job.start_offset_s)
+        self.running = len(self.ranks)
+        self.uses_events = bool(scheduler.reconcile_on) or bool(scheduler.period_s)
+        self._reconcile_on = frozenset(scheduler.reconcile_on)
+        self._decide_pending = False
+        self._pending_events: List[OperationEvent] = []
+        self._last_rules: Optional[Mapping[FlowKey, Decision]] = None
+        # Flow sizes of the ring: the (job, bucket) -> chunk list, and each rank's share, computed once.
+        self._nbytes = {(j.index, b.index): max(b.nbytes // FLOAT_BYTES, j.workers) * FLOAT_BYTES
+                        for j in self.jobs for b in j.model.buckets}
+
+    # ------------------------------------------------------------------------------------------------ plumbing
+    def _push(self, t: float, kind: int, payload: Any = None) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, kind, self._seq, payload))
+
+    def _job(self, index: int) -> JobSpec:
+        return self._jobs[index]
+
+    def _set_route(self, e: int) -> None:
+        """The links of entity e from its connections' paths (a link its ring crosses twice counts twice)."""
+        links: List[int] = []
+        for c in self.ent_conns[e]:
+            key = self.conn_key[c]
+            path = self.decision[c].path
+            links += self.net.route(key.src_ip, key.dst_ip, self.hashed[c] if path is None else path)
+        self.routes[e, :] = -1
+        self.routes[e, :len(links)] = links
+
+    def _entity_class(self, e: int) -> int:
+        """A connection's class; a pipelined ring moves at the pace of its lowest class."""
+        return min(self.decision[c].priority_class for c in self.ent_conns[e])
+
+    # ------------------------------------------------------------------------------------------------ events
+    def _emit(self, kind: str, op: Op, rank: int, bytes_done: int = 0) -> None:
+        self.events_sent += 1
+        if not self.uses_events:
+            return  # a policy without events or timers decides once: the events would change nothing
+        ev = OperationEvent(kind=kind, job=op.job.index, rank=rank, iteration=op.iteration, bucket=op.bucket,
+                            time=self.now, nbytes=op.nbytes, bytes_done=bytes_done, needed_at=op.needed_at[rank])
+        self._push(self.now + self.p.event_latency_s, _EV_EVENTS, ev)
+
+    def _deliver(self, ev: OperationEvent) -> None:
+        self.events += 1
+        self.sched.on_event(ev, self.now)
+        if ev.kind in self._reconcile_on and not self._decide_pending:
+            self._decide_pending = True
+            self._push(self.now + self.p.decide_batch_s, _EV_DECIDE)
+
+    def _decide(self) -> None:
+        self.decide_calls += 1
+        rules = self.sched.decide(self.now)
+        if self.p.reaction_latency_s > 0:
+            self._push(self.now + self.p.reaction_latency_s, _EV_APPLY, rules)
+        else:
+            self._apply(rules)
+
+    def _apply(self, rules: Mapping[FlowKey, Decision]) -> None:
+        """Install a decision: every flow it names gets its class and path, the others the default rule."""
+        default = Decision()
+        last = self._last_rules or {}
+        # Policies reuse their Decision objects, so identity finds the unchanged flows quickly.
+        changes = [(k, d) for k, d in rules.items() if last.get(k) is not d]
+        changes += [(k, default) for k in last if k not in rules]
+        self._last_rules = rules
+        for key, d in changes:
+            c = self.conn_of.get(key)
+            if c is None:
+                continue
+            old = self.decision[c]
+            if old == d:
+                continue
+            self.flow_changes += 1
+            self.decision[c] = d
+            e = self.ent_of[c]
+            if old.path != d.path and self.n_paths[c] > 1:
+                self._set_route(e)
+                self.dirty = self.dirty or self.active[e]
+            if old.priority_class != d.priority_class:
+                cls = self._entity_class(e)
+                if cls == self.cls[e]:
+                    continue
+                self.cls[e] = cls
+                if self.active[e]:
+                    self.dirty = True
+                    if self.rem[e] > 0:
+                        self.live_class_changes += 1
+                        if self.p.class_change_s > 0 and not self.suspended[e]:
+                            self.suspended[e] = True
+                            self._push(self.now + self.p.class_change_s, _EV_RESUME_FLOW, e)
+
+    # ------------------------------------------------------------------------------------------------ network
+    def _settle(self) -> None:
+        """Bring every sending flow's remaining bytes to ``now``."""
+        idx = np.flatnonzero(self.active & (self.rate > 0))
+        if idx.size:
+            self.rem[idx] -= self.rate[idx] * (self.now - self.t_ref[idx])
+            np.maximum(self.rem, 0.0, out=self.rem)
+        self.t_ref[idx] = self.now
+
+    def _recompute(self) -> None:
+        self.recomputes += 1
+        self._settle()
+        self.t_ref[:] = self.now
+        idx = np.flatnonzero(self.active & ~self.suspended)
+        if self.pipelined and idx.size:
+            # Time each ring spent sending, and in a same-class queue: its steps' queueing is charged pro rata.
+            dt = self.now - self.t_acc[idx]
+            self.fluid_time[idx] += dt
+            self.queued_time[idx] += dt * self.queued_now[idx]
+            self.t_acc[idx] = self.now
+            if self.uses_events:
+                self._progress(idx)
+        while True:
+            self.rate[:] = 0.0
+            if not idx.size:
+                break
+            rates = allocate(self.routes[idx], self.cls[idx], self.net.capacity, self.class_mode,
+                             self.class_floor) / 8.0
+            self.rate[idx] = rates
+            if self.p.rto_s > 0 and self._check_starvation(idx, rates):
+                # Flows that timed out wait for their timers: share the links without them.
+                idx = np.flatnonzero(self.active & ~self.suspended)
+                continue
+            if self.p.queue_delay_s > 0:
+                self._mark_queueing(idx, rates)
+            break
+        with np.errstate(divide="ignore"):
+            self.finish = np.where(self.rate > 0, self.now + self.rem / np.where(self.rate > 0, self.rate, 1.0),
+                                   np.inf)
+        self.finish[~self.active | self.suspended] = np.inf
+        self.dirty = False
+
+    def _mark_queueing(self, idx: np.ndarray, rates: np.ndarray) -> None:
+        """Flag the steps that cross a saturated link shared with another flow of their class."""
+        routes = self.routes[idx]
+        rows, cols = np.nonzero(routes >= 0)
+        links = routes[rows, cols]
+        n_links = self.net.links
+        load = np.bincount(links, weights=rates[rows] * 8.0, minlength=n_links)
+        saturated = load >= self.net.capacity * (1 - 1e-6)
+        key = self.cls[idx][rows] * n_links + links
+        same = np.bincount(key, minlength=8 * n_links)[key] >= 2
+        hit = np.zeros(idx.size, dtype=bool)
+        hit[rows[saturated[links] & same]] = True
+        self.xfer_queued[idx[hit]] = True
+        self.queued_now[idx] = hit
+
+    def _check_starvation(self, idx: np.ndarray, rates: np.ndarray) -> bool:
+        """Start or end every flow's starvation; one that ends after ``rto_s`` or more waits for its timer.
+        True when some flow went to sleep."""
+        threshold = self.p.starve_share * self.net.capacity[self.first_link[idx]] / 8.0
+        starving = rates < threshold
+        since = self.starved_since[idx]
+        begin = starving & np.isnan(since)
+        self.starved_since[idx[begin]] = self.now
+        ended = ~starving & ~np.isnan(since)
+        slept = False
+        for c in idx[ended]:
+            slept = self._end_starvation(int(c)) or slept
+        return slept
+
+    def _end_starvation(self, c: int) -> bool:
+        """Capacity is back for flow c: if it was starved long enough to time out, it sleeps until its next
+        retransmission timer (True), else it goes on at once (False)."""
+        since = self.starved_since[c]
+        self.starved_since[c] = np.nan
+        if math.isnan(since):
+            return False
+        base = self.p.rto_s * (2 ** int(self.backoff[c]))
+        starved = self.now - since
+        if starved < base:
+            return False
+        # Timers fire at since + base (2^k - 1); the flow resumes at the first one at or after now.
+        k = max(1, math.ceil(math.log2(starved / base + 1) - 1e-12))
+        resume = since + base * (2 ** k - 1)
+        job = self.conn_meta[self.ent_conns[c][0]][0]
+        self.timeouts[job] += k * len(self.ent_conns[c])
+        self.backoff[c] += k
+        if resume > self.now + _EPS_T and not self.suspended[c]:
+            self.suspended[c] = True
+            self.dirty = True
+            self._push(resume, _EV_RESUME_FLOW, c)
+            return True
+        return False
+
+    # ------------------------------------------------------------------------------------------------ the ring
+    def _try_start(self, op: Op, r: int) -> None:
+        if self.pipelined:
+            # The whole ring moves together once every rank has launched.
+            if not op.sending[0] and op.sent[0] < op.steps and all(t is not None for t in op.launched):
+                op.sending[0] = True
+                self._start_ring(op)
+            return
+        s = op.sent[r]
+        if op.launched[r] is None or op.sending[r] or s >= op.steps:
+            return
+        if s > 0 and op.sent[(r - 1) % op.workers] < s:
+            return  # step s sends what was received in step s - 1
+        op.sending[r] = True
+        if self.p.step_latency_s > 0:
+            self._push(self.now + self.p.step_latency_s, _EV_START, (op, r))
+        else:
+            self._start(op, r)
+
+    def _start(self, op: Op, r: int) -> None:
+        c = self.conn_index[(op.job.index, r, op.bucket)]
+        self.active[c] = True
+        self.rem[c] = op.chunks[step_chunk(r, op.sent[r], op.workers)] + HEADER_BYTES
+        self.t_ref[c] = self.now
+        self.xfer_op[c] = op
+        self.xfer_queued[c] = False
+        self.backoff[c] = 0
+        self.starved_since[c] = np.nan
+        self.dirty = True
+
+    def _start_ring(self, op: Op) -> None:
+        e = self.ring_index[(op.job.index, op.bucket)]
+        total = float(max(self._rank_bytes(op)))
+        self.active[e] = True
+        self.rem[e] = self.total[e] = total
+        self.t_ref[e] = self.t_acc[e] = self.now
+        self.xfer_op[e] = op
+        self.xfer_queued[e] = self.queued_now[e] = False
+        self.fluid_time[e] = self.queued_time[e] = 0.0
+        self.marks[e] = 0
+        self.backoff[e] = 0
+        self.starved_since[e] = np.nan
+        self.dirty = True
+
+    def _rank_bytes(self, op: Op) -> List[int]:
+        """Bytes each rank sends in the whole operation, headers included."""
+        key = (op.job.index, op.bucket)
+        out = self._rank_bytes_cache.get(key)
+        if out is None:
+            n = op.workers
+            out = self._rank_bytes_cache[key] = [sum(op.chunks[step_chunk(r, s, n)] + HEADER_BYTES
+                                                     for s in range(op.steps)) for r in range(n)]
+        return out
+
+    def _progress(self, idx: np.ndarray) -> None:
+        """Progress events of the pipelined rings that crossed another quarter of their bytes."""
+        done = 1.0 - self.rem[idx] / np.maximum(self.total[idx], 1.0)
+        marks = np.minimum((done * PROGRESS_STEPS + 1e-9).astype(np.int64), PROGRESS_STEPS - 1)
+        for e in idx[marks > self.marks[idx]]:
+            self.marks[e] = min(int((1.0 - self.rem[e] / max(self.total[e], 1.0)) * PROGRESS_STEPS + 1e-9),
+                                PROGRESS_STEPS - 1)
+            op = self.xfer_op[e]
+            frac = 1.0 - self.rem[e] / max(self.total[e], 1.0)
+            for r, b in enumerate(self._rank_bytes(op)):
+                op.bytes_sent[r] = int(frac * b)
+                self._emit("progress", op, r, op.bytes_sent[r])
+
+    def _ring_flow_done(self, e: int) -> None:
+        op = self.xfer_op[e]
+        dt = self.now - self.t_acc[e]
+        self.fluid_time[e] += dt
+        self.queued_time[e] += dt * self.queued_now[e]
+        self.active[e] = False
+        self.rate[e] = 0.0
+        self.rem[e] = 0.0
+        self.finish[e] = np.inf
+        self.xfer_op[e] = None
+        self.dirty = True
+        # Every step's fixed latency lies on the ring's critical path; queueing is charged per step for the
+        # share of the time the ring's flows spent behind same-class traffic on a saturated link.
+        delay = op.steps * self.p.step_latency_s
+        if self.p.queue_delay_s > 0 and self.fluid_time[e] > 0:
+            delay += op.steps * self.p.queue_delay_s * self.queued_time[e] / self.fluid_time[e]
+        delay += self._starved_tail(e)
+        if delay > 0:
+            self._push(self.now + delay, _EV_STEP_DONE, (op, -1))
+        else:
+            self._ring_done(op)
+
+    def _ring_done(self, op: Op) -> None:
+        for r, b in enumerate(self._rank_bytes(op)):
+            op.sent[r] = op.steps
+            op.bytes_sent[r] = b
+        op.sending[0] = False
+        for r in range(op.workers):
+            self._check_done(op, r)
+
+    def _starved_tail(self, c: int) -> float:
+        """Timeouts of an entity that finished while starved, and the wait for the timer that sent its last
+        bytes."""
+        if self.p.rto_s <= 0 or math.isnan(self.starved_since[c]):
+            return 0.0
+        since, base = self.starved_since[c], self.p.rto_s * (2 ** int(self.backoff[c]))
+        self.starved_since[c] = np.nan
+        starved = self.now - since
+        if starved < base:
+            return 0.0
+        k = max(1, math.ceil(math.log2(starved / base + 1) - 1e-12))
+        conns = self.ent_conns[c]
+        self.timeouts[self.conn_meta[conns[0]][0]] += k * len(conns)
+        return since + base * (2 ** k - 1) - self.now
+
+    def _flow_done(self, c: int) -> None:
+        """Flow c sent its step's last byte."""
+        if self.pipelined:
+            self._ring_flow_done(c)
+            return
+        op = self.xfer_op[c]
+        self.active[c] = False
+        self.rate[c] = 0.0
+        self.rem[c] = 0.0
+        self.finish[c] = np.inf
+        self.xfer_op[c] = None
+        self.dirty = True
+        delay = self.p.queue_delay_s if self.xfer_queued[c] else 0.0
+        delay += self._starved_tail(c)
+        r = self.conn_meta[c][1]
+        if delay > 0:
+            self._push(self.now + delay, _EV_STEP_DONE, (op, r))
+        else:
+            self._step_done(op, r)
+
+    def _step_done(self, op: Op, r: int) -> None:
+        n = op.workers
+        s = op.sent[r]
+        op.sent[r] = s + 1
+        op.sending[r] = False
+        op.bytes_sent[r] += op.chunks[step_chunk(r, s, n)] + HEADER_BYTES
+        if op.bytes_sent[r] >= op.next_mark[r] and op.next_mark[r] < op.share:
+            self._emit("progress", op, r, op.bytes_sent[r])
+            while op.next_mark[r] <= op.bytes_sent[r]:
+                op.next_mark[r] += op.share / PROGRESS_STEPS
+        nxt = (r + 1) % n
+        self._try_start(op, r)
+        self._try_start(op, nxt)
+        self._check_done(op, r)
+        self._check_done(op, nxt)
+
+    def _check_done(self, op: Op, r: int) -> None:
+        if op.done_at[r] is not None or op.launched[r] is None:
+            return
+        if op.sent[r] < op.steps or op.sent[(r - 1) % op.workers] < op.steps:
+            return
+        op.done_at[r] = self.now
+        op.ranks_done += 1
+        self._emit("done", op, r, op.bytes_sent[r])
+        if op.ranks_done == op.workers:
+            first = min(t for t in op.launched if t is not None)
+            self.op_times[op.job.index].append((op.iteration, op.bucket, self.now - first))
+            del self.ops[(op.job.index, op.iteration, op.bucket)]
+        rank = self.ranks[(op.job.index, r)]
+        if rank.blocked is op:
+            rank.blocked = None
+            rank.wait_s += self.now - rank.wait_start
+            self._emit("resume", op, r)
+            rank.pending.pop(op.bucket, None)
+            rank.index += 1
+            self._advance(rank)
+
+    # ------------------------------------------------------------------------------------------------ the GPUs
+    def _advance(self, st: RankState) -> None:
+        """Run the rank's program from where it is until it computes, blocks or ends."""
+        job = st.job
+        while True:
+            if st.index >= len(st.steps):
+                if st.steps:
+                    st.iterations.append((st.it_start, self.now))
+                    st.iteration += 1
+                if st.iteration >= job.iterations:
+                    st.finished = True
+                    self.running -= 1
+                    return
+                st.it_start = self.now
+                st.steps = st.program.steps(st.iteration)
+                st.index = 0
+            step = st.steps[st.index]
+            if step.kind == COMPUTE:
+                st.busy_s += step.duration_s
+                st.index += 1
+                if step.duration_s > 0:
+                    self._push(self.now + step.duration_s, _EV_GPU, st)
+                    return
+            elif step.kind == LAUNCH:
+                self._launch(st, step.bucket)
+                st.index += 1
+            elif step.kind == WAIT:
+                op = st.pending.get(step.bucket)
+                if op is not None and op.done_at[st.rank] is None:
+                    st.blocked = op
+                    st.wait_start = self.now
+                    self._emit("wait", op, st.rank)
+                    return
+                st.pending.pop(step.bucket, None)
+                st.index += 1
+
+    def _launch(self, st: RankState, bucket: int) -> None:
+        job = st.job
+        key = (job.index, st.iteration, bucket)
+        op = self.ops.get(key)
+        if op is None:
+            op = self.ops[key] = Op(job, st.iteration, bucket, self._nbytes[(job.index, bucket)])
+        r = st.rank
+        op.launched[r] = self.now
+        op.needed_at[r] = self.now + st.program.needed_offset(bucket, st.iteration)
+        st.pending[bucket] = op
+        self._emit("launch", op, r)
+        if op.steps == 0:
+            self._check_done(op, r)
+            return
+        self._try_start(op, r)
+
+    # ------------------------------------------------------------------------------------------------ the loop
+    def run(self) -> RunResult:
+        wall0 = time.perf_counter()
+        # The controller's first decision is installed before the workload starts.
+        self.decide_calls += 1
+        self._apply(self.sched.decide(0.0))
+        if self.sched.period_s:
+            self._push(float(self.sched.period_s), _EV_PERIODIC)
+        for st in self.ranks.values():
+            self._push(st.start_at, _EV_GPU, st)
+        error = None
+        while self.running > 0:
+            if self.dirty:
+                self._recompute()
+            t_net = float(self.finish.min()) if self.finish.size else math.inf
+            t_heap = self._heap[0][0] if self._heap else math.inf
+            t = min(t_net, t_heap)
+            if t == math.inf:
+                error = "deadlock: no flow can progress and nothing is scheduled"
+                break
+            if t > self.time_limit_s:
+                error = f"simulated time limit of {self.time_limit_s:g} s reached"
+                break
+            self.now = max(self.now, t)
+            if t_net <= t:
+                done = np.flatnonzero(self.finish <= self.now + max(_EPS_T, self.now * 1e-12))
+                self._settle()
+                for c in done:
+                    self._flow_done(int(c))
+            while self._heap and self._heap[0][0] <= self.now:
+                _t, kind, _seq, payload = heapq.heappop(self._heap)
+                self._handle(kind, payload)
+        return RunResult(self.ranks, self.op_times, self.timeouts, self.live_class_changes, self.events,
+                         self.decide_calls, self.flow_changes, self.recomputes, self.now,
+                         time.perf_counter() - wall0, error is None and self.running == 0, error,
+                         self.events_sent, ring_model="pipelined" if self.pipelined else "steps")
+
+    def _handle(self, kind: int, payload: Any) -> None:
+        if kind == _EV_GPU:
+            self._advance(payload)
+        elif kind == _EV_STEP_DONE:
+            op, r = payload
+            if r < 0:
+                self._ring_done(op)
+            else:
+                self._step_done(op, r)
+        elif kind == _EV_START:
+            self._start(*payload)
+        elif kind == _EV_RESUME_FLOW:
+            c = payload
+            if self.suspended[c]:
+                self._settle()
+                self.suspended[c] = False
+                self.starved_since[c] = np.nan
+                self.dirty = True
+        elif kind == _EV_EVENTS:
+            self._deliver(payload)
+        elif kind == _EV_DECIDE:
+            self._decide_pending = False
+            self._decide()
+        elif kind == _EV_APPLY:
+            self._apply(payload)
+        elif kind == _EV_PERIODIC:
+            if self.running > 0:
+                self._decide()
+                self._push(self.now + float(self.sched.period_s), _EV_PERIODIC)

@@ -1,0 +1,117 @@
+"""The twin's parameters: what the model assumes, each artefact of the emulation a named term that is off in the
+ideal model.
+
+The ideal model is a fluid network (``twin/network.py``) with the testbed's topology, classes and link rates, the
+workers' iteration program and the scheduler's decisions, and nothing else. The emulation adds effects of
+TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here:
+
+``goodput``         fraction of a link's configured rate that carries payload (Ethernet/IP/TCP headers, ACKs).
+``step_latency_s``  fixed cost of every ring step before its bytes flow (a message's system calls, the first
+                    packet's way through the fabric, TCP's ACK clock on a handful of packets).
+``queue_delay_s``   extra delay of a ring step whose flow crossed a saturated link while another flow of its
+                    class was there too (a FIFO per class: its packets wait behind the other flow's queue).
+``rto_s``           retransmission timeouts: a flow held below ``starve_share`` of its host link for ``rto_s``
+                    loses its window and only sends again when its timer fires, at rto_s, 2 rto_s, 4 rto_s ...
+                    after it was starved (exponential backoff), even if capacity came back earlier. 0: off.
+``class_change_s``  cost of a live class change: a flow whose class changes while it has bytes in flight stops
+                    for this long (its packets are reordered between two queues; TCP repairs that by
+                    retransmitting). 0: off.
+
+Two parameters of the controller are not artefacts and are the same in both models: ``event_latency_s`` (worker
+to controller) and ``reaction_latency_s`` (decision to rules in the switches); ``decide_batch_s`` is how long the
+controller collects events before deciding once for all of them (it handles events in batches).
+
+``IDEAL`` has every artefact off. ``calibrated()`` reads the fitted terms from ``twin/calibrated.json``, which
+``scripts/fit_twin.py`` writes from finished ECMP emulation runs only (so that any agreement on the other
+policies is a prediction, not a fit).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Dict, Mapping, Optional, Union
+
+CALIBRATED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibrated.json")
+ARTEFACTS = ("goodput", "step_latency_s", "queue_delay_s", "rto_s", "class_change_s")
+
+
+@dataclass(frozen=True)
+class ModelParams:
+    """Every parameter of the fluid model (see the module docstring)."""
+
+    goodput: float = 1.0
+    step_latency_s: float = 0.0
+    queue_delay_s: float = 0.0
+    rto_s: float = 0.0
+    starve_share: float = 0.02
+    class_change_s: float = 0.0
+    event_latency_s: float = 0.0005
+    reaction_latency_s: float = 0.005
+    decide_batch_s: float = 0.001
+
+    def __post_init__(self):
+        if not 0 < self.goodput <= 1:
+            raise ValueError(f"goodput must be in (0, 1] (got {self.goodput})")
+        for f in fields(self):
+            if f.name != "goodput" and getattr(self, f.name) < 0:
+                raise ValueError(f"{f.name} must be >= 0 (got {getattr(self, f.name)})")
+
+    def to_dict(self) -> Dict[str, float]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ModelParams":
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown model parameter(s) {', '.join(sorted(unknown))}; known: "
+                             f"{', '.join(sorted(known))}")
+        return cls(**{k: float(v) for k, v in d.items()})
+
+    def with_(self, **changes) -> "ModelParams":
+        return replace(self, **changes)
+
+
+IDEAL = ModelParams()
+
+#: Used when no fit has been written yet: the terms the prototype model was calibrated with (issue 10).
+DEFAULT_CALIBRATION = {"goodput": 0.956, "step_latency_s": 0.004, "queue_delay_s": 0.030, "rto_s": 0.2}
+
+
+def calibrated(path: str = CALIBRATED_FILE) -> ModelParams:
+    """The calibrated model: the fitted terms of ``path`` (written by scripts/fit_twin.py) over the defaults."""
+    terms = dict(DEFAULT_CALIBRATION)
+    try:
+        with open(path) as f:
+            terms.update(json.load(f).get("params", {}))
+    except FileNotFoundError:
+        pass
+    return ModelParams.from_dict(terms)
+
+
+def resolve_model(model: Union[str, ModelParams, Mapping[str, Any], None]) -> ModelParams:
+    """``"ideal"``, ``"calibrated"``, a JSON file with ``{"params": {...}}``, a mapping or ModelParams."""
+    if model is None or model == "calibrated":
+        return calibrated()
+    if isinstance(model, ModelParams):
+        return model
+    if model == "ideal":
+        return IDEAL
+    if isinstance(model, Mapping):
+        return ModelParams.from_dict(model)
+    if isinstance(model, str) and os.path.isfile(model):
+        return calibrated(model)
+    raise ValueError(f"model must be 'ideal', 'calibrated', a parameter file or a mapping (got {model!r})")
+
+
+def parse_model_overrides(items, base: Optional[ModelParams] = None) -> ModelParams:
+    """``["rto_s=0", "goodput=0.95"]`` applied over ``base`` (default: the calibrated model)."""
+    base = base or calibrated()
+    changes = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"model parameter {item!r} is not of the form name=value")
+        changes[key.strip()] = float(value)
+    return ModelParams.from_dict({**base.to_dict(), **changes})
