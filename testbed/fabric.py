@@ -365,23 +365,7 @@ class Testbed:
             os.replace(stats, stats.replace(".json", f".{n}.json"))
         self._spawn_controller(role, resync=True)
         self._wait_listening(role, timeout_s)
-        deadline = time.time() + timeout_s
-        status: dict = {}
-        while time.time() < deadline:
-            if self.controllers[role].poll() is not None:
-                raise TestbedError(f"the restarted {role} controller exited (code "
-                                   f"{self.controllers[role].returncode}); see {CONTROLLER_LOGS[role]}")
-            try:
-                status = self.request({"op": "status"}, timeout=1.0, role=role)
-            except (socket.timeout, OSError):
-                time.sleep(0.1)
-                continue
-            if status.get("ready") == status.get("expected"):
-                break
-            time.sleep(0.05)
-        else:
-            raise TestbedError(f"the restarted {role} controller has {status.get('ready')} of "
-                               f"{status.get('expected')} switches after {timeout_s:.0f} s")
+        self._wait_switches(role, time.time() + timeout_s)
         self._missed[role] = 0
         record = {"role": role, "reason": reason, "detected_at": detected, "recovered_at": time.time(),
                   "recovery_s": time.time() - detected}
@@ -413,24 +397,28 @@ class Testbed:
     def _wait_ready(self, timeout: float = 60.0) -> None:
         """Until both controller processes have every switch connected (the scheduler: with its rules confirmed)."""
         deadline = time.time() + timeout
-        status = {}
-        for role, client in self.clients.items():
-            while True:
-                proc = self.controllers[role]
-                if proc.poll() is not None:
-                    log = CONTROLLER_LOGS[role]
-                    raise TestbedError(f"the {role} controller died; see {log}:\n"
-                                       + self._log_tail(os.path.join(self.out_dir, log)))
-                if time.time() > deadline:
-                    raise TestbedError(f"switches not ready for the {role} after {timeout:.0f} s: {status}")
-                try:
-                    status = client.request({"op": "status"}, timeout=1.0)
-                except (socket.timeout, OSError):
-                    time.sleep(0.2)
-                    continue
-                if status.get("ready") == status.get("expected"):
-                    break
+        for role in self.clients:
+            self._wait_switches(role, deadline)
+
+    def _wait_switches(self, role: str, deadline: float) -> None:
+        """Until one controller reports every switch ready; TestbedError if it dies or the deadline passes."""
+        status: dict = {}
+        while True:
+            proc = self.controllers[role]
+            if proc.poll() is not None:
+                log = CONTROLLER_LOGS[role]
+                raise TestbedError(f"the {role} controller died (code {proc.returncode}); see {log}:\n"
+                                   + self._log_tail(os.path.join(self.out_dir, log)))
+            if time.time() > deadline:
+                raise TestbedError(f"switches not ready for the {role} controller in time: {status}")
+            try:
+                status = self.request({"op": "status"}, timeout=1.0, role=role)
+            except (socket.timeout, OSError):
                 time.sleep(0.1)
+                continue
+            if status.get("ready") == status.get("expected"):
+                return
+            time.sleep(0.05)
 
     def request(self, payload: dict, timeout: float = 5.0, role: str = "scheduler") -> dict:
         return self.clients[role].request(payload, timeout)
