@@ -395,7 +395,7 @@ def test_flux_without_events_rests_by_intensity():
 
 def test_registry_builds_every_scheduler():
     fabric, heavy, light = _two_tenant_world()
-    assert scheduler_names() == ["bytescheduler", "crux", "ecmp", "flux"]
+    assert scheduler_names() == ["bytescheduler", "crux", "ecmp", "flux", "flux-v1"]
     assert SCHEDULERS["ecmp"] is EcmpScheduler
     for name in scheduler_names():
         sched = make_scheduler(name, fabric, [heavy, light])
@@ -406,12 +406,12 @@ def test_registry_builds_every_scheduler():
 
 def test_unknown_scheduler_and_parameter_errors():
     fabric, heavy, light = _two_tenant_world()
-    with pytest.raises(ValueError, match=r"^unknown scheduler 'x'; known: bytescheduler, crux, ecmp, flux$"):
+    with pytest.raises(ValueError, match=r"^unknown scheduler 'x'; known: bytescheduler, crux, ecmp, flux, flux-v1$"):
         make_scheduler("x", fabric, [heavy])
     with pytest.raises(ValueError, match="no parameter"):
-        make_scheduler("flux", fabric, [heavy], {"beta": 1})
+        make_scheduler("flux-v1", fabric, [heavy], {"beta": 1})
     with pytest.raises(ValueError, match="alpha"):
-        make_scheduler("flux", fabric, [heavy], {"alpha": 2})
+        make_scheduler("flux-v1", fabric, [heavy], {"alpha": 2})
     with pytest.raises(ValueError, match="paths"):
         make_scheduler("crux", fabric, [heavy], {"paths": "random"})
     with pytest.raises(ValueError, match="mapping"):
@@ -428,7 +428,7 @@ def test_parse_params_converts_numbers():
     with pytest.raises(ValueError):
         parse_params(["alpha"])
     fabric, heavy, light = _two_tenant_world()
-    sched = make_scheduler("flux", fabric, [heavy, light], parse_params(["alpha=0.7", "tau_s=0.1"]))
+    sched = make_scheduler("flux-v1", fabric, [heavy, light], parse_params(["alpha=0.7", "tau_s=0.1"]))
     assert sched.params["alpha"] == 0.7 and sched.params["tau_s"] == 0.1
 
 
@@ -471,8 +471,8 @@ def test_events_that_trigger_a_decision():
     fabric, heavy, light = _two_tenant_world()
     for name in ("ecmp", "bytescheduler", "crux"):
         assert make_scheduler(name, fabric, [heavy, light]).reconcile_on == ()
-    assert "progress" not in make_scheduler("flux", fabric, [heavy, light]).reconcile_on
-    assert "progress" in make_scheduler("flux", fabric, [heavy, light], {"promote_on": "any"}).reconcile_on
+    assert "progress" not in make_scheduler("flux-v1", fabric, [heavy, light]).reconcile_on
+    assert "progress" in make_scheduler("flux-v1", fabric, [heavy, light], {"promote_on": "any"}).reconcile_on
 
 
 def test_flux_banded_mode_never_interleaves_jobs():
@@ -542,3 +542,66 @@ def test_path_placing_policies_move_off_a_failed_link_and_keep_their_classes(nam
     for flow in crossing:
         (path,) = scheduler.fabric.paths(flow.src_ip, flow.dst_ip)
         assert path[1] == "sp2" and after[flow].path is None
+
+
+# -- Flux v2: Crux's order plus slack stealing ---------------------------------------------------------------------
+
+
+def _steal_world(heavy_needed_in, light_needed_in, steal_max_s=0.1):
+    """A heavy (intensive) and a light job on the same two leaves and one spine, both operations live."""
+    from controller.schedulers.flux_steal import FluxStealScheduler
+    fabric = make_fabric(spines=1)
+    heavy = make_job(0, [1, 5], HEAVY)
+    # Small buckets: one operation takes 16 ms at the 10 Mbit/s host rate, short enough to steal.
+    light = make_job(1, [2, 6], make_model("light", buckets=4, bucket_bytes=20_000, forward_s=0.001,
+                                           backward_s=0.002))
+    flux = FluxStealScheduler(fabric, [heavy, light], {"steal_max_s": steal_max_s})
+    t = 10.0
+    feed(flux, launch(heavy, 3, t, needed_at=t + heavy_needed_in), t)
+    feed(flux, launch(light, 3, t + 0.001, needed_at=t + 0.001 + light_needed_in), t + 0.001)
+    return flux, heavy, light, flux.decide(t + 0.002)
+
+
+def test_flux_v2_keeps_cruxs_order_when_nobody_would_stall():
+    flux, heavy, light, rules = _steal_world(heavy_needed_in=2.0, light_needed_in=2.0)
+    assert flux.base[heavy.index] > flux.base[light.index]
+    assert job_class(rules, heavy) == flux.base[heavy.index] and job_class(rules, light) == flux.base[light.index]
+    assert flux.steals == 0 and max(d.priority_class for d in rules.values()) < 7
+
+
+def test_flux_v2_lets_a_stalling_short_operation_steal_the_heavy_jobs_slack():
+    flux, heavy, light, rules = _steal_world(heavy_needed_in=2.0, light_needed_in=0.0)
+    assert job_class(rules, light, 3) == 7 and flux.steals == 1      # (a) stalls, (b) short, (c) heavy has slack
+    assert job_class(rules, light, 0) == flux.base[light.index]       # its other buckets rest in the job's class
+    assert job_class(rules, heavy, 3) == flux.base[heavy.index]
+    # Decided once: the class holds while the operation lives, and ends with it.
+    t = 10.5
+    for rank in range(light.workers):
+        flux.on_event(OperationEvent("done", light.index, rank, 0, 3, t), t)
+    assert job_class(flux.decide(t), light, 3) == flux.base[light.index]
+    assert flux.duration[(light.index, 3)] == pytest.approx(t - 10.001)
+
+
+def test_flux_v2_does_not_steal_what_the_heavy_job_cannot_spare_or_a_long_operation():
+    _, _, light, rules = _steal_world(heavy_needed_in=0.0, light_needed_in=0.0)       # (c) no slack to take
+    assert job_class(rules, light, 3) < 7
+    _, _, light, rules = _steal_world(heavy_needed_in=2.0, light_needed_in=0.0, steal_max_s=0.0)  # (b) too long
+    assert job_class(rules, light, 3) < 7
+
+
+def test_flux_v2_can_steal_when_a_worker_starts_waiting():
+    from controller.schedulers.flux_steal import FluxStealScheduler
+    fabric = make_fabric(spines=1)
+    heavy = make_job(0, [1, 5], HEAVY)
+    light = make_job(1, [2, 6], make_model("light", buckets=4, bucket_bytes=20_000, forward_s=0.001,
+                                           backward_s=0.002))
+    t = 10.0
+    for steal_on, expected in (("launch", False), ("wait", True)):
+        flux = FluxStealScheduler(fabric, [heavy, light], {"steal_on": steal_on})
+        feed(flux, launch(heavy, 3, t, needed_at=t + 2.0), t)
+        feed(flux, launch(light, 3, t, needed_at=t + 1.0), t)        # plenty of slack at launch: no steal
+        assert job_class(flux.decide(t), light, 3) < 7
+        feed(flux, [OperationEvent("wait", light.index, 0, 0, 3, t + 0.9)], t + 0.9)
+        assert (job_class(flux.decide(t + 0.9), light, 3) == 7) is expected, steal_on
+    with pytest.raises(ValueError, match="steal_on"):
+        FluxStealScheduler(fabric, [heavy, light], {"steal_on": "sometimes"})

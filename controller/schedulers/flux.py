@@ -1,4 +1,6 @@
-"""Flux: per-operation priority from the operation's urgency and its job's GPU intensity.
+"""Flux v1 (``flux-v1``): per-operation priority from the operation's urgency and its job's GPU intensity.
+
+Kept for comparison; ``flux`` is v2 (controller/schedulers/flux_steal.py).
 
 Job-level policies (Crux) give every flow of a job one class, so a bucket the GPU is already waiting for queues
 behind a more intensive job's bucket that would not be needed for a while. Flux scores each live operation
@@ -138,7 +140,7 @@ class _Held:
 class FluxScheduler(Scheduler):
     """Per-operation urgency x job intensity, compressed into classes 1..7 with hysteresis and dwell time."""
 
-    name = "flux"
+    name = "flux-v1"
     period_s = 0.1
     defaults = {
         "alpha": 0.5,         # weight of urgency against intensity in S = U^alpha * Ihat^(1-alpha)

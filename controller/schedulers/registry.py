@@ -12,6 +12,7 @@ from controller.schedulers.base import EcmpScheduler, Scheduler
 from controller.schedulers.bytescheduler import ByteScheduler
 from controller.schedulers.crux import CruxScheduler
 from controller.schedulers.flux import FluxScheduler
+from controller.schedulers.flux_steal import FluxStealScheduler
 from core.fabric import FabricView
 from core.model import JobSpec
 
@@ -19,7 +20,8 @@ SCHEDULERS: Dict[str, Type[Scheduler]] = {
     "ecmp": EcmpScheduler,
     "bytescheduler": ByteScheduler,
     "crux": CruxScheduler,
-    "flux": FluxScheduler,
+    "flux": FluxStealScheduler,
+    "flux-v1": FluxScheduler,
 }
 
 

@@ -1,0 +1,186 @@
+"""Flux (v2): Crux's job order, and slack stealing for an operation whose GPU would otherwise stall.
+
+Crux orders jobs by GPU intensity (controller/schedulers/crux.py) and that order is hard to beat where jobs
+differ: a network scheduler gains only where a light job's GPU stalls while a more intensive job's operation on
+the same links could have waited. Flux v1 (controller/schedulers/flux.py, ``flux-v1``) re-ranked every live
+operation continuously; in the emulation it lost to Crux, mainly because live flows changed class (reordered
+packets, flows stranded in a starved class, TCP timeouts) and because waiting heavy operations jumped light ones
+(docs/headline.md). v2 keeps Crux's order as the base and adds one exception, decided once per operation:
+
+* **Base.** Every job gets Crux's class (published compression, ``crux.CruxScheduler``), computed into classes
+  0..6; class 7 is kept for steals. A bucket's flows rest in their job's class between operations.
+* **Steal** (real-time scheduling's slack stealing). When operation o of job j is launched (its first rank's
+  ``launch`` event), with T_o its expected duration (the last observed duration of the same bucket's operation,
+  else its bytes at ``rate_mbps``), it goes to class 7 for its whole life iff
+    (a) its GPU would otherwise stall: needed_at_o - now - T_o < 0;
+    (b) it is short: T_o <= ``steal_max_s`` (well under TCP's 200 ms minimum RTO, so what it overtakes is
+        delayed, never starved into a timeout);
+    (c) it is paid for by slack: every live operation p of a more intensive job that contends with j (shares a
+        link under the chosen paths) has slack_p = needed_at_p - now - T_p >= T_o + the time of the steals
+        already running ahead of it;
+  otherwise it stays in its job's class. With ``steal_on=wait`` the same test is made again when a worker starts
+  waiting for the operation (its GPU stalls: (a) holds), on what is left of it.
+* **No live class change.** A class is decided at launch and kept until the operation is done; a bucket's flows
+  return to their job's class only between operations, when they carry nothing. (The first packets of a
+  stealing operation leave in the job's class and are promoted a few milliseconds later, when the controller's
+  rule lands: one upward change per steal.)
+
+By construction no more intensive job loses more than its slack: an operation Crux would have finished in time
+still finishes in time, so Flux v2 should not fall below Crux except for the cost of the promotions and of
+estimating T badly; where a light job stalls behind slack-rich heavy work, it gains.
+"""
+from __future__ import annotations
+
+from typing import Dict, Mapping, Optional, Sequence, Tuple
+
+from controller.schedulers.base import OperationState, Scheduler
+from controller.schedulers.compression import compress_kcut, count_changes
+from controller.schedulers.crux import (
+    check_placed,
+    contending_jobs,
+    job_intensity,
+    pairs_of,
+    select_paths,
+    validate_path_params,
+)
+from core.classes import NUM_CLASSES
+from core.fabric import FabricView
+from core.model import Decision, FlowKey, JobSpec, OperationEvent, OperationId
+from core.ring import ring_bytes_per_rank
+
+STEAL_CLASS = NUM_CLASSES - 1
+
+
+class FluxStealScheduler(Scheduler):
+    """Crux's job classes (0..6) plus class 7 for operations allowed to steal slack (see the module docstring)."""
+
+    name = "flux"
+    period_s = None                     # classes change only when operations start or end
+    reconcile_on = ("launch", "wait", "done")
+    defaults = {
+        "steal_max_s": 0.1,     # longest operation that may steal (s)
+        "steal_on": "launch",   # launch: decided once at launch | wait: also when a worker starts waiting for it
+        "rate_mbps": 0.0,       # rate for T_o before a bucket's first observed duration; 0 = host link rate
+        "paths": "job",         # job | hop | hashed, as in crux
+        "steal": True,          # False: Crux's order only (classes 0..6), for ablations
+    }
+
+    def __init__(self, fabric: FabricView, jobs: Sequence[JobSpec], params: Optional[Mapping] = None):
+        super().__init__(fabric, jobs, params)
+        validate_path_params(self.params)
+        self.steal_max_s = float(self.params["steal_max_s"])
+        self.steal_on = str(self.params["steal_on"])
+        if self.steal_on not in ("launch", "wait"):
+            raise ValueError("steal_on must be 'launch' or 'wait'")
+        if self.steal_max_s < 0:
+            raise ValueError("steal_max_s must be >= 0")
+        rate = float(self.params["rate_mbps"])
+        if rate < 0:
+            raise ValueError("rate_mbps must be >= 0")
+        self.rate_bps = (rate if rate > 0 else fabric.host_rate_mbps) * 1e6
+        for job in self.jobs:
+            check_placed(job)
+        self.intensities = {j.index: job_intensity(fabric, j, paths=self.params["paths"]) for j in self.jobs}
+        priority = {i: ji.priority for i, ji in self.intensities.items()}
+        self.paths = select_paths(fabric, self.jobs, priority, self.params["paths"])
+        self.contention = contending_jobs(fabric, self.jobs, self.paths)
+        networked = {i: p for i, p in priority.items() if self.intensities[i].comm_s > 0}
+        self.base: Dict[int, int] = compress_kcut(networked, pairs_of(self.contention), levels=STEAL_CLASS)
+        self.by_index = {j.index: j for j in self.jobs}
+        self.duration: Dict[Tuple[int, int], float] = {}      # (job, bucket) -> last observed duration (s)
+        self.stealing: Dict[OperationId, float] = {}           # op -> expected end of its steal
+        self.decided: Dict[OperationId, int] = {}              # op -> class decided at launch
+        self.launched_at: Dict[OperationId, float] = {}       # op -> when its first launch event arrived
+        self.steals = 0
+        self.changes = 0
+        self._last: Dict[FlowKey, Decision] = {}
+
+    def on_fabric_change(self, fabric: FabricView) -> None:
+        super().on_fabric_change(fabric)
+        priority = {i: ji.priority for i, ji in self.intensities.items()}
+        self.paths = select_paths(fabric, self.jobs, priority, self.params["paths"])
+        self.contention = contending_jobs(fabric, self.jobs, self.paths)
+
+    # -- what an operation costs and how much slack it has ------------------------------------------------------
+    def expected_s(self, job: JobSpec, bucket: int, remaining_bytes: Optional[int] = None) -> float:
+        """T: the last observed duration of this bucket's operation (scaled to what is left), else its bytes at
+        the expected rate."""
+        per_rank = ring_bytes_per_rank(job.model.buckets[bucket].nbytes, job.workers)
+        left = per_rank if remaining_bytes is None else remaining_bytes
+        seen = self.duration.get((job.index, bucket))
+        if seen is not None and per_rank > 0:
+            return seen * left / per_rank
+        return left * 8.0 / self.rate_bps
+
+    def slack_s(self, state: OperationState, now: float) -> Optional[float]:
+        job = self.by_index[state.op.job]
+        if not state.needed_at:
+            return None
+        return state.needed_at - now - self.expected_s(job, state.op.bucket, state.remaining_bytes(job.workers))
+
+    def contends(self, a: int, b: int) -> bool:
+        return a == b or frozenset((a, b)) in self.contention
+
+    # -- events ----------------------------------------------------------------------------------------------------
+    def on_event(self, event: OperationEvent, now: float) -> None:
+        first_launch = event.kind == "launch" and event.op not in self.tracker.live \
+            and event.op not in self.tracker.finished
+        super().on_event(event, now)
+        state = self.tracker.live.get(event.op)
+        if first_launch and state is not None:
+            self.launched_at[event.op] = now
+            self.decided[event.op] = self._decide_steal(state, now)
+        elif (event.kind == "wait" and self.steal_on == "wait" and state is not None
+              and self.decided.get(event.op) != STEAL_CLASS):
+            # The GPU stalls now: what is left of the operation may steal (one upward change of its class).
+            self.decided[event.op] = self._decide_steal(state, now, remaining=True)
+        if event.kind == "done" and event.op not in self.tracker.live:
+            self.decided.pop(event.op, None)
+            self.stealing.pop(event.op, None)
+            start = self.launched_at.pop(event.op, None)
+            if start is not None:
+                # A finished operation's duration, for the next estimate of the same bucket.
+                self.duration[(event.job, event.bucket)] = max(now - start, 0.0)
+
+    def _decide_steal(self, state: OperationState, now: float, remaining: bool = False) -> int:
+        """Class 7 if the operation may steal now (conditions (a)-(c) of the module docstring), else its job's.
+        ``remaining``: judged on what is left of it (a worker already waits: (a) holds)."""
+        job = self.by_index[state.op.job]
+        base = self.base.get(job.index, 0)
+        if not self.params["steal"] or job.index not in self.base:
+            return base
+        left = state.remaining_bytes(job.workers) if remaining else None
+        cost = self.expected_s(job, state.op.bucket, left)
+        slack = -1.0 if remaining else self.slack_s(state, now)
+        if slack is None or slack >= 0 or cost > self.steal_max_s:
+            return base
+        # Already running steals are ahead of this one: each overtaken operation must cover them too.
+        ahead = sum(max(end - now, 0.0) for end in self.stealing.values())
+        overtaken = [other for other in self.tracker.live_ops()
+                     if other.op.job != job.index and self.contends(job.index, other.op.job)
+                     and self.base.get(other.op.job, 0) > base and other.op not in self.stealing]
+        if not overtaken:
+            return base  # nothing more intensive in its way: its job's class already puts it first
+        for other in overtaken:
+            other_slack = self.slack_s(other, now)
+            if other_slack is None or other_slack < cost + ahead:
+                return base
+        self.stealing[state.op] = now + cost
+        self.steals += 1
+        return STEAL_CLASS
+
+    # -- decisions -------------------------------------------------------------------------------------------------
+    def decide(self, now: float) -> Dict[FlowKey, Decision]:
+        rules: Dict[FlowKey, Decision] = {}
+        live = {(s.op.job, s.op.bucket): self.decided.get(s.op) for s in self.tracker.live_ops()}
+        for job in self.jobs:
+            if job.index not in self.base:
+                continue
+            for bucket in range(len(job.model.buckets)):
+                cls = live.get((job.index, bucket))
+                cls = self.base[job.index] if cls is None else cls
+                for rank in range(job.workers):
+                    rules[job.flow(rank, bucket)] = Decision(cls, self.paths.get((job.index, rank)))
+        self.changes += count_changes(self._last, rules)
+        self._last = rules
+        return rules
