@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--twin-model", default="calibrated", metavar="NAME",
                    help="fluid engine only: ideal, calibrated, or a JSON file of model parameters (twin/model.py)")
     g.add_argument("--scheduler", default="ecmp", metavar="NAME",
-                   help="scheduling policy: ecmp, bytescheduler, crux or flux")
+                   help="scheduling policy: ecmp, bytescheduler, crux, flux or flux-v1 (docs/schedulers.md)")
     g.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="scheduler parameter (repeatable), e.g. --param alpha=0.7; see docs/schedulers.md")
     g.add_argument("--scenario", default=None, metavar="FILE",
