@@ -1,0 +1,49 @@
+"""The fidelity measurements' pure parts (testbed/fidelity.py, testbed/qos.py), without root: parsing tc's
+statistics, the OVS CPU peak, the timeout share and packets per operation."""
+import pytest
+
+from core.model import Bucket, JobSpec, ModelProfile
+from testbed import qos
+from testbed.fidelity import RTO_SHARE_LIMIT, FidelityMonitor, packets_per_op, rto_share
+
+TC = """qdisc htb 1: dev lf1-eth3 root refcnt 3 r2q 10 default 0x10 direct_packets_stat 0 direct_qlen 1000
+ Sent 2063280 bytes 2496 pkt (dropped 0, overlimits 1187 requeues 0)
+ backlog 0b 0p requeues 0
+qdisc pfifo 100: dev lf1-eth3 parent 1:10 limit 41p
+ Sent 63710 bytes 53 pkt (dropped 7, overlimits 0 requeues 0)
+ backlog 3028b 2p requeues 0
+qdisc pfifo 107: dev lf1-eth3 parent 1:17 limit 41p
+ Sent 9000 bytes 9 pkt (dropped 0, overlimits 0 requeues 0)
+ backlog 12Kb 8p requeues 0
+qdisc pfifo_fast 0: dev eth0 root refcnt 2 bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1
+ Sent 4364413 bytes 37332 pkt (dropped 3, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+"""
+
+
+def test_class_fifo_statistics_are_read_per_port_and_class():
+    stats = qos.parse_qdisc_stats(TC)
+    assert stats == {("lf1-eth3", 0): (63710, 7, 3028), ("lf1-eth3", 7): (9000, 0, 12 * 1024)}
+
+
+def test_the_ovs_cpu_peak_is_the_busiest_two_second_window():
+    monitor = FidelityMonitor(tb=None)
+    # 10 s sampled every 0.5 s: idle, then 2 s at a full core, then idle.
+    cpu, t = 0.0, 0.0
+    for _ in range(21):
+        monitor.cpu.append((t, cpu))
+        t += 0.5
+        cpu += 0.5 if 4.0 <= t <= 6.0 else 0.05
+    result = monitor.ovs_cpu()
+    assert result["peak"] == pytest.approx(1.0, abs=0.06)
+    assert result["mean"] == pytest.approx(monitor.cpu[-1][1] / 10.0)
+
+
+def test_the_timeout_share_and_packets_per_operation():
+    assert rto_share(30, 10, 1.0, 0.2) == pytest.approx(0.6)
+    assert rto_share(30, 10, None, 0.2) is None
+    assert RTO_SHARE_LIMIT == 0.6
+    model = ModelProfile("m", "gpu", 1, (Bucket(0, 14480, 0.1, 0.1), Bucket(1, 144800, 0.1, 0.1)))
+    job = JobSpec(0, "j", model, 2, 3, hosts=("h1", "h2"), addresses=("10.0.0.1", "10.0.0.2"))
+    ppo = packets_per_op([job])["j"]
+    assert ppo["min"] == pytest.approx(10.0) and ppo["median"] == pytest.approx(55.0)
