@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""What a scheduler could at best reach on a scenario: each job alone on the same fabric, hosts and time scale.
+
+    python scripts/bounds.py --scenario workloads/scenarios/headline.yaml [--engine fluid] [-- RUNNER FLAGS]
+    sudo python scripts/bounds.py --scenario ... --engine emulation -- --host-rate 5 --fabric-rate 5
+
+No network scheduler can make a job faster than it runs with the fabric to itself, so each job's utilisation
+alone, U_bound_j, bounds what any policy reaches for it, and their GPU-weighted mean bounds the cluster. The
+scenario is resolved once as the runner would (placement, time scale, the packets budget); then every job runs
+by itself with its hosts given explicitly and the time scale pinned to the full scenario's (under ``auto`` a
+single job would get another one). Prints JSON: per job U_bound and its run, and the cluster bound. A result is
+worth quoting with its scenario's bound and the fraction of the attainable gain, (U - U_ecmp) / (U_bound -
+U_ecmp).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if PROJECT_DIR not in sys.path:
+    sys.path.insert(0, PROJECT_DIR)
+
+from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
+
+if __name__ == "__main__":
+    _emulation = "emulation" in sys.argv[1:]
+    ensure_env("bounds.py", needs_fabric=_emulation and not ({"-h", "--help"} & set(sys.argv[1:])))
+
+import yaml  # noqa: E402
+
+from testbed import run as runner  # noqa: E402
+from testbed.results import RunFolder  # noqa: E402
+from workloads.profiles import available_profiles  # noqa: E402
+
+RUN = [sys.executable, os.path.join(PROJECT_DIR, "testbed", "run.py")]
+
+
+def alone_scenarios(scenario_path: str, runner_flags) -> tuple:
+    """(resolved full scenario, {job name: scenario dict of that job alone}) as the runner would resolve it."""
+    args = runner.build_parser().parse_args(["--scenario", scenario_path, *runner_flags])
+    resolved = runner.validate(args)
+    full = resolved["scenario"]
+    with open(scenario_path, encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    base = os.path.dirname(os.path.abspath(scenario_path))
+    shipped = set(available_profiles())
+    out = {}
+    for job, spec in zip(resolved["jobs"], data["jobs"]):
+        item = dict(spec, hosts=list(job.hosts), start_offset_s=0.0)
+        if item["model"] not in shipped:  # a profile file next to the scenario: keep it reachable from /tmp
+            item["model"] = os.path.join(base, item["model"])
+        alone = {k: v for k, v in data.items() if k not in ("jobs", "faults", "placement")}
+        alone.update(name=f"{full.name}-{job.name}-alone", time_scale=full.scaling.time_scale, jobs=[item])
+        out[job.name] = alone
+    return resolved, out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scenario", required=True, help="scenario file")
+    p.add_argument("--engine", choices=["fluid", "emulation"], default="fluid")
+    p.add_argument("--scheduler", default="ecmp", help="the policy of the lone runs (alone, it hardly matters)")
+    p.add_argument("runner_flags", nargs="*", help="fabric flags for testbed/run.py, after --")
+    args = p.parse_args(argv)
+    try:
+        resolved, alone = alone_scenarios(args.scenario, args.runner_flags)
+    except runner.BadInput as exc:
+        sys.stderr.write(f"bounds.py: {exc}\n")
+        return 2
+    if args.engine == "emulation" and os.geteuid() != 0:
+        sys.stderr.write("bounds.py: --engine emulation must run as root\n")
+        return 2
+    jobs, gpus, weighted = {}, 0, 0.0
+    with tempfile.TemporaryDirectory(prefix="bounds-") as work:
+        for spec in resolved["jobs"]:
+            path = os.path.join(work, f"{spec.name}.yaml")
+            with open(path, "w", encoding="utf-8") as f:
+                yaml.safe_dump(alone[spec.name], f)
+            out = os.path.join(work, f"run-{spec.name}")
+            cmd = RUN + ["--engine", args.engine, "--scheduler", args.scheduler, "--scenario", path,
+                         "--out", out, "-q", *args.runner_flags]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            summary = RunFolder(out).summary()
+            job = summary.job(spec.name) if summary is not None else None
+            util = job.gpu_utilization if job is not None else None
+            jobs[spec.name] = {"u_bound": util, "exit_code": r.returncode, "workers": spec.workers,
+                               "faithful": summary.faithful if summary is not None else None}
+            if util is None:
+                jobs[spec.name]["error"] = (r.stderr.strip().splitlines() or ["no summary"])[-1]
+            else:
+                gpus += spec.workers
+                weighted += spec.workers * util
+            sys.stderr.write(f"{spec.name} alone: {util}\n")
+    complete = all(j["u_bound"] is not None for j in jobs.values())
+    print(json.dumps({"scenario": args.scenario, "engine": args.engine, "runner_flags": args.runner_flags,
+                      "time_scale": resolved["scenario"].scaling.time_scale, "jobs": jobs,
+                      "cluster_u_bound": weighted / gpus if complete and gpus else None}, indent=2))
+    return 0 if complete else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
