@@ -42,7 +42,7 @@ def test_the_ovs_cpu_peak_is_the_busiest_two_second_window():
 def test_the_timeout_share_and_packets_per_operation():
     assert rto_share(30, 10, 1.0, 0.2) == pytest.approx(0.6)
     assert rto_share(30, 10, None, 0.2) is None
-    assert RTO_SHARE_LIMIT == 0.6
+    assert 0.70 < RTO_SHARE_LIMIT < 0.88   # between the invariant and the broken runs of docs/fidelity.md
     model = ModelProfile("m", "gpu", 1, (Bucket(0, 14480, 0.1, 0.1), Bucket(1, 144800, 0.1, 0.1)))
     job = JobSpec(0, "j", model, 2, 3, hosts=("h1", "h2"), addresses=("10.0.0.1", "10.0.0.2"))
     ppo = packets_per_op([job])["j"]
