@@ -48,14 +48,15 @@ class _LogTail:
 
 
 def run_jobs(tb, jobs: Sequence[JobSpec], folder: RunFolder, seed: int, time_limit_s: float,
-             progress: bool = True, faults: Sequence[Fault] = (), monitor=None) -> dict:
+             progress: bool = True, faults: Sequence[Fault] = (), monitor=None, interrupted=None) -> dict:
     """Run the jobs' workers to the end (or the time limit, or a controller failure) and summarise their logs.
 
     The controllers are checked on every round (twice a second): a run whose scheduler died would otherwise go
     on with its last rules and report figures that are not the scheduler's (the testbed restarts a dead one if
     it can, and the gap is recorded). ``faults`` happen at their time from the workload's origin (iteration 0 of
     jobs without an offset); each is recorded in the returned ``faults`` timeline. ``monitor`` (a
-    testbed.fidelity.FidelityMonitor, started by the caller) is ticked on every round."""
+    testbed.fidelity.FidelityMonitor, started by the caller) is ticked on every round; ``interrupted`` (if given) is
+    called on every round and raises to stop the workload (a signal the runner received)."""
     from workloads import truth
 
     # Connecting all rings takes a moment; every job's iteration 0 starts at a common origin plus its offset.
@@ -107,6 +108,8 @@ def run_jobs(tb, jobs: Sequence[JobSpec], folder: RunFolder, seed: int, time_lim
                 timed_out = True
                 LOG.error("time limit of %.0f s reached; stopping the workers", time_limit_s)
                 break
+            if interrupted is not None:
+                interrupted()
             if monitor is not None:
                 monitor.tick()
             controller_failure = tb.controller_problems()

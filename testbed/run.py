@@ -64,6 +64,16 @@ class Interrupted(Exception):
     """SIGTERM or SIGINT during a run."""
 
 
+# The last signal received. The handler raises Interrupted wherever the runner is, but library code that catches
+# every Exception (a host shell's read in Mininet, for one) can swallow it: the phases check this as well.
+_signalled: List[str] = []
+
+
+def raise_if_signalled() -> None:
+    if _signalled:
+        raise Interrupted(_signalled[-1])
+
+
 def scheduler_names() -> List[str]:
     from controller.schedulers.registry import scheduler_names as names
     return names()
@@ -362,6 +372,7 @@ def run(args, resolved: dict) -> int:
                  "(oversubscription %.2f:1), %s datapath, scheduler %s", spec.describe(), spec.hosts,
                  spec.host_rate_mbps, spec.fabric_rate_mbps, spec.oversubscription, tb.datapath, args.scheduler)
         tb.start()
+        raise_if_signalled()
         summary.timings = dict(tb.timings)
         summary.extra["datapath"] = tb.datapath
         LOG.info("      up in %.1f s (build %.1f, start+controller %.1f)", tb.timings["build_s"]
@@ -385,6 +396,7 @@ def run(args, resolved: dict) -> int:
         else:
             LOG.info("[2/4] checks skipped")
         summary.checks = checks
+        raise_if_signalled()
         if args.no_workload:
             LOG.info("[3/4] no workload (--no-workload)")
         else:
@@ -394,7 +406,8 @@ def run(args, resolved: dict) -> int:
             monitor.start()
             workload = experiment.run_jobs(tb, resolved["jobs"], folder, seed=args.seed,
                                            time_limit_s=args.time_limit, progress=not args.quiet,
-                                           faults=resolved["faults"], monitor=monitor)
+                                           faults=resolved["faults"], monitor=monitor,
+                                           interrupted=raise_if_signalled)
             monitor.finish()
             summary.jobs = [JobSummary.from_dict(j) for j in workload.pop("jobs")]
             summary.cluster = workload.pop("cluster")
@@ -476,7 +489,10 @@ def run_fluid(args, resolved: dict) -> int:
 
 def main(argv=None) -> int:
     def on_signal(signum, frame):
+        _signalled.append(signal.Signals(signum).name)
         raise Interrupted(signal.Signals(signum).name)
+
+    _signalled.clear()
 
     # From the start, so that a signal at any moment ends the run the same way (never with a traceback); the
     # caller's handlers come back at the end (main() also runs inside other programs, e.g. the tests).

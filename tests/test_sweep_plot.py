@@ -283,7 +283,7 @@ def test_collect_only_from_synthetic_folders(tmp_path, capsys):
 def test_collect_uses_manifest_axes(tmp_path, fake_runner):
     runner, _ = fake_runner
     out = tmp_path / "sw"
-    assert sweep.main(["--schedulers", "flux", "--scenarios", DEFAULT_SCENARIO, "--out", str(out),
+    assert sweep.main(["--schedulers", "flux-v1", "--scenarios", DEFAULT_SCENARIO, "--out", str(out),
                        "--runner", runner, "--set", "param.alpha=0.3,0.7"]) == 0
     os.remove(out / "summary.csv")
     assert sweep.main(["--collect-only", "--out", str(out)]) == 0
