@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from core.classes import class_to_dscp
-from core.fabric import TIER_LEAF, FabricLayout, leaf_name
+from core.fabric import TIER_LEAF, FabricLayout, leaf_name, pick_path
 from core.model import Decision, FlowKey
 
 FLOW_COOKIE = 1 << 40          # marks per-flow scheduling rules (flow stats are requested with this mask)
@@ -165,7 +165,7 @@ class RuleCompiler:
         paths = self.layout.paths(src_leaf, dst_leaf)
         if decision.path is None or len(paths) < 2:
             return None
-        return paths[decision.path % len(paths)]
+        return pick_path(paths, decision.path)
 
     def stale_transit_rules(self, flow: FlowKey, decision: Decision, cookie: int) -> List[Rule]:
         """Transit rules ``flow`` may hold from an earlier decision and does not hold under ``decision`` (to be

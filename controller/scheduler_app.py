@@ -27,7 +27,7 @@ import logging
 import os
 import statistics
 import time
-from typing import Dict, FrozenSet, Set, Tuple
+from typing import Dict, FrozenSet, Optional, Set, Tuple
 
 from ryu.controller import ofp_event
 from ryu.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
@@ -185,26 +185,27 @@ class SchedulerApp(FabricApp):
             wanted = self._wanted(time.time()) if self.ready else {}
             for flow, (job, bucket, rank) in self.flows.items():
                 d = wanted.get(flow, DEFAULT_DECISION)
-                cookie = flow_cookie(job, bucket, rank, False)
                 try:
-                    rules = self.rules.flow_rules(flow, d, cookie, reverse=False)
+                    mods += self._rewrite(flow, d, flow_cookie(job, bucket, rank, False), touched)
                 except ValueError as exc:
                     LOG.error("%s", exc)
                     continue
-                mods += self._send(rules, self.rules.stale_transit_rules(flow, d, cookie), touched)
                 self.installed[flow] = d
             for flow, d in self.pins.items():
-                mods += self._send(self.rules.flow_rules(flow, d, PIN_COOKIE, reverse=False),
-                                   self.rules.stale_transit_rules(flow, d, PIN_COOKIE), touched)
+                mods += self._rewrite(flow, d, PIN_COOKIE, touched)
             self.stats["flowmods"] += mods
             batch = self.batches.open("fabric", t0, mods)
             batch.sent_at = time.time()
             batch.note = {"time": t0, "links_down": names, "flowmods": mods}
             self._confirm(batch, touched.values())
 
-    def _send(self, rules, stale, touched: dict, modify_ingress: bool = True) -> int:
-        """Send a flow's rules (its ingress rule modified in place, so that its counters survive; transit rules
-        added) and delete its stale transit rules. Returns the number of flow-mods sent."""
+    def _rewrite(self, flow: FlowKey, decision: Decision, cookie: int, touched: dict,
+                 reverse_cookie: Optional[int] = None, modify_ingress: bool = True) -> int:
+        """Send a flow's rules for ``decision`` (its ingress rule modified in place, so that its counters survive;
+        transit rules added; with ``reverse_cookie`` its ACK direction's too) and delete its stale transit rules.
+        Returns the number of flow-mods sent; ValueError for a decision the fabric cannot carry."""
+        rules = self.rules.flow_rules(flow, decision, cookie, reverse_cookie or 0, reverse=reverse_cookie is not None)
+        stale = self.rules.stale_transit_rules(flow, decision, cookie)
         mods = 0
         for rule, command in [(r, "modify" if modify_ingress and not r.transit else "add") for r in rules] + \
                 [(r, "delete") for r in stale]:
@@ -238,13 +239,11 @@ class SchedulerApp(FabricApp):
         touched, mods, rows, now = {}, 0, [], time.time()
         for flow, d in changed.items():
             job, bucket, rank = self.flows[flow]
-            cookie = flow_cookie(job, bucket, rank, False)
             try:
-                rules = self.rules.flow_rules(flow, d, cookie, reverse=False)
+                mods += self._rewrite(flow, d, flow_cookie(job, bucket, rank, False), touched)
             except ValueError as exc:  # a policy bug: keep the flow as it is and say so
                 LOG.error("%s", exc)
                 continue
-            mods += self._send(rules, self.rules.stale_transit_rules(flow, d, cookie), touched)
             self.installed[flow] = d
             rows.append([f"{now:.6f}", job, bucket, rank, d.priority_class, "" if d.path is None else d.path])
         self.decision_csv.write_many(rows)
@@ -322,8 +321,7 @@ class SchedulerApp(FabricApp):
         first = flow not in self.pins
         self.pins[flow] = decision
         touched: dict = {}
-        mods = self._send(self.rules.flow_rules(flow, decision, PIN_COOKIE, PIN_COOKIE),
-                          self.rules.stale_transit_rules(flow, decision, PIN_COOKIE), touched, modify_ingress=not first)
+        mods = self._rewrite(flow, decision, PIN_COOKIE, touched, reverse_cookie=PIN_COOKIE, modify_ingress=not first)
         self.stats["flowmods"] += mods
         self._confirm(self.batches.open("pin", t0, mods, reply_to=requester), touched.values())
 

@@ -175,6 +175,12 @@ class LinkInfo:
 Path = Tuple[str, ...]  # switch names from the source leaf to the destination leaf
 
 
+def pick_path(paths: Sequence[Path], index: int) -> Path:
+    """The path a decision's ``path`` index names: taken modulo the number of paths, so that one index can serve
+    hops with different numbers of equal-cost paths (and a fabric that lost some)."""
+    return paths[index % len(paths)]
+
+
 @dataclass(frozen=True)
 class FabricLayout:
     """The fabric's graph, derived from a FabricSpec alone, and everything computed from it."""
@@ -403,7 +409,7 @@ class FabricView:
         choices = self.paths(src_ip, dst_ip)
         if not choices:
             return []
-        chosen: Sequence[Path] = choices if path is None else (choices[path % len(choices)],)
+        chosen: Sequence[Path] = choices if path is None else (pick_path(choices, path),)
         share = 1.0 / len(chosen)
         out: Dict[Tuple[str, str], float] = {}
         for p in chosen:

@@ -77,4 +77,3 @@ def profile(name: str) -> TransportProfile:
         return PROFILES[name]
     except KeyError:
         raise ValueError(f"unknown transport profile {name!r}; known: {', '.join(PROFILES)}") from None
-

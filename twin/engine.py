@@ -478,12 +478,7 @@ class FluidSim:
         dt = self.now - self.t_acc[e]
         self.fluid_time[e] += dt
         self.queued_time[e] += dt * self.queued_now[e]
-        self.active[e] = False
-        self.rate[e] = 0.0
-        self.rem[e] = 0.0
-        self.finish[e] = np.inf
-        self.xfer_op[e] = None
-        self.dirty = True
+        self._retire(e)
         # Every step's fixed latency lies on the ring's critical path; queueing is charged per step for the
         # share of the time the ring's flows spent behind same-class traffic on a saturated link.
         delay = op.steps * self.p.step_latency_s
@@ -494,6 +489,15 @@ class FluidSim:
             self._push(self.now + delay, _EV_STEP_DONE, (op, -1))
         else:
             self._ring_done(op)
+
+    def _retire(self, e: int) -> None:
+        """Entity e has sent its last byte: it leaves the rate allocation."""
+        self.active[e] = False
+        self.rate[e] = 0.0
+        self.rem[e] = 0.0
+        self.finish[e] = np.inf
+        self.xfer_op[e] = None
+        self.dirty = True
 
     def _ring_done(self, op: Op) -> None:
         for r, b in enumerate(self._rank_bytes(op)):
@@ -524,12 +528,7 @@ class FluidSim:
             self._ring_flow_done(c)
             return
         op = self.xfer_op[c]
-        self.active[c] = False
-        self.rate[c] = 0.0
-        self.rem[c] = 0.0
-        self.finish[c] = np.inf
-        self.xfer_op[c] = None
-        self.dirty = True
+        self._retire(c)
         delay = self.p.queue_delay_s if self.xfer_queued[c] else 0.0
         delay += self._starved_tail(c)
         r = self.conn_meta[c][1]

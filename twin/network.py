@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from core.classes import NUM_CLASSES
-from core.fabric import FabricLayout, FabricView
+from core.fabric import FabricLayout, FabricView, pick_path
 from core.model import FlowKey
 
 CLASS_MODES = ("strict", "weighted")
@@ -72,7 +72,7 @@ class Network:
         out = self._routes.get(key)
         if out is None:
             choices = self.view.paths(src_ip, dst_ip)
-            nodes = (src_ip,) + choices[path % len(choices)] + (dst_ip,)
+            nodes = (src_ip,) + pick_path(choices, path) + (dst_ip,)
             out = self._routes[key] = tuple(self.index[link] for link in zip(nodes, nodes[1:]))
         return out
 

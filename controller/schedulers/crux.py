@@ -189,6 +189,15 @@ def select_paths(fabric: FabricView, jobs: Sequence[JobSpec], priority: Mapping[
     return paths
 
 
+def place_paths(fabric: FabricView, jobs: Sequence[JobSpec], intensities: Mapping[int, JobIntensity],
+                mode: str) -> Tuple[PathMap, Set[FrozenSet[int]]]:
+    """The paths of every ring hop (jobs in decreasing P_j, ``select_paths``) and the pairs of jobs that then
+    contend (``contending_jobs``): what Crux and both Flux versions place at start and again when the fabric
+    changes."""
+    paths = select_paths(fabric, jobs, {i: ji.priority for i, ji in intensities.items()}, mode)
+    return paths, contending_jobs(fabric, jobs, paths)
+
+
 def contending_jobs(fabric: FabricView, jobs: Sequence[JobSpec], paths: PathMap) -> Set[FrozenSet[int]]:
     """Pairs of jobs whose link sets intersect under the given paths (hashed hops count on every path)."""
     users: Dict[Link, List[int]] = {}
@@ -243,8 +252,7 @@ class CruxScheduler(Scheduler):
             for j in self.jobs
         }
         priority = {i: ji.priority for i, ji in self.intensities.items()}
-        self.paths = select_paths(fabric, self.jobs, priority, self.params["paths"])
-        self.contention = contending_jobs(fabric, self.jobs, self.paths)
+        self.paths, self.contention = place_paths(fabric, self.jobs, self.intensities, self.params["paths"])
         networked = {i: p for i, p in priority.items() if self.intensities[i].comm_s > 0}
         if self.params["compression"] == "published":
             self.classes: Dict[int, int] = compress_kcut(networked, pairs_of(self.contention))
@@ -260,8 +268,7 @@ class CruxScheduler(Scheduler):
         """Paths placed again over what is left, in the same priority order; intensities (isolated estimates on
         the intact fabric) and classes stay, so that no live flow changes class because a link failed."""
         super().on_fabric_change(fabric)
-        priority = {i: ji.priority for i, ji in self.intensities.items()}
-        self.paths = select_paths(fabric, self.jobs, priority, self.params["paths"])
+        self.paths, _ = place_paths(fabric, self.jobs, self.intensities, self.params["paths"])
         self._rules = self._build_rules()
 
     def _build_rules(self) -> Dict[FlowKey, Decision]:

@@ -89,9 +89,8 @@ from controller.schedulers.compression import compress_log, count_changes
 from controller.schedulers.crux import (
     JobIntensity,
     check_placed,
-    contending_jobs,
     job_intensity,
-    select_paths,
+    place_paths,
     validate_path_params,
 )
 from core.classes import NUM_CLASSES
@@ -201,9 +200,7 @@ class FluxScheduler(Scheduler):
         # Ihat_j in (0, 1]; the log is what the score uses.
         self.log_intensity: Dict[int, float] = {i: math.log(ji.intensity / top) for i, ji in networked.items()}
         self.bands = self._make_bands() if self.mode == "banded" else {}
-        self.paths = select_paths(fabric, self.jobs, {i: ji.priority for i, ji in self.intensities.items()},
-                                  self.params["paths"])
-        self.contention = contending_jobs(fabric, self.jobs, self.paths)
+        self.paths, self.contention = place_paths(fabric, self.jobs, self.intensities, self.params["paths"])
         self.changes = 0
         self._flow_cache = None
         self._decisions: Dict[Tuple[int, Optional[int]], Decision] = {}
@@ -214,8 +211,7 @@ class FluxScheduler(Scheduler):
     def on_fabric_change(self, fabric: FabricView) -> None:
         """Paths placed again over what is left (as Crux does); scores, live operations and classes are kept."""
         super().on_fabric_change(fabric)
-        self.paths = select_paths(fabric, self.jobs, {i: ji.priority for i, ji in self.intensities.items()},
-                                  self.params["paths"])
+        self.paths, _ = place_paths(fabric, self.jobs, self.intensities, self.params["paths"])
         self._flow_cache = None
 
     # -- scoring -----------------------------------------------------------------------------------------------

@@ -37,10 +37,9 @@ from controller.schedulers.base import OperationState, Scheduler
 from controller.schedulers.compression import compress_kcut, count_changes
 from controller.schedulers.crux import (
     check_placed,
-    contending_jobs,
     job_intensity,
     pairs_of,
-    select_paths,
+    place_paths,
     validate_path_params,
 )
 from core.classes import NUM_CLASSES
@@ -82,8 +81,7 @@ class FluxStealScheduler(Scheduler):
             check_placed(job)
         self.intensities = {j.index: job_intensity(fabric, j, paths=self.params["paths"]) for j in self.jobs}
         priority = {i: ji.priority for i, ji in self.intensities.items()}
-        self.paths = select_paths(fabric, self.jobs, priority, self.params["paths"])
-        self.contention = contending_jobs(fabric, self.jobs, self.paths)
+        self.paths, self.contention = place_paths(fabric, self.jobs, self.intensities, self.params["paths"])
         networked = {i: p for i, p in priority.items() if self.intensities[i].comm_s > 0}
         self.base: Dict[int, int] = compress_kcut(networked, pairs_of(self.contention), levels=STEAL_CLASS)
         self.by_index = {j.index: j for j in self.jobs}
@@ -97,9 +95,7 @@ class FluxStealScheduler(Scheduler):
 
     def on_fabric_change(self, fabric: FabricView) -> None:
         super().on_fabric_change(fabric)
-        priority = {i: ji.priority for i, ji in self.intensities.items()}
-        self.paths = select_paths(fabric, self.jobs, priority, self.params["paths"])
-        self.contention = contending_jobs(fabric, self.jobs, self.paths)
+        self.paths, self.contention = place_paths(fabric, self.jobs, self.intensities, self.params["paths"])
 
     # -- what an operation costs and how much slack it has ------------------------------------------------------
     def expected_s(self, job: JobSpec, bucket: int, remaining_bytes: Optional[int] = None) -> float:
