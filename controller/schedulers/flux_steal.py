@@ -46,6 +46,7 @@ from core.classes import NUM_CLASSES
 from core.fabric import FabricView
 from core.model import Decision, FlowKey, JobSpec, OperationEvent, OperationId
 from core.ring import ring_bytes_per_rank
+from workloads.program import IterationProgram
 
 STEAL_CLASS = NUM_CLASSES - 1
 
@@ -62,12 +63,16 @@ class FluxStealScheduler(Scheduler):
         "rate_mbps": 0.0,       # rate for T_o before a bucket's first observed duration; 0 = host link rate
         "paths": "job",         # job | hop | hashed, as in crux
         "steal": True,          # False: Crux's order only (classes 0..6), for ablations
+        "margin": 2.0,          # an overtaken job must absorb margin x the steal's expected time
     }
 
     def __init__(self, fabric: FabricView, jobs: Sequence[JobSpec], params: Optional[Mapping] = None):
         super().__init__(fabric, jobs, params)
         validate_path_params(self.params)
         self.steal_max_s = float(self.params["steal_max_s"])
+        self.margin = float(self.params["margin"])
+        if self.margin < 1.0:
+            raise ValueError("margin must be >= 1")
         self.steal_on = str(self.params["steal_on"])
         if self.steal_on not in ("launch", "wait"):
             raise ValueError("steal_on must be 'launch' or 'wait'")
@@ -86,9 +91,16 @@ class FluxStealScheduler(Scheduler):
         self.base: Dict[int, int] = compress_kcut(networked, pairs_of(self.contention), levels=STEAL_CLASS)
         self.by_index = {j.index: j for j in self.jobs}
         self.duration: Dict[Tuple[int, int], float] = {}      # (job, bucket) -> last observed duration (s)
+        # What an operation takes with nothing ahead of it (ring steps' synchronisation, headers, latency): the
+        # shortest duration seen for operations of its size (bytes per rank, workers), else its line-rate time
+        # times the shortest ratio of duration to line-rate time seen so far (1 before any operation finished).
+        self.fastest: Dict[Tuple[int, int], float] = {}
+        self.best_ratio: Optional[float] = None
         self.stealing: Dict[OperationId, float] = {}           # op -> expected end of its steal
         self.decided: Dict[OperationId, int] = {}              # op -> class decided at launch
         self.launched_at: Dict[OperationId, float] = {}       # op -> when its first launch event arrived
+        self.programs = {j.index: IterationProgram(j) for j in self.jobs}
+        self.last_launch: Dict[int, Tuple[int, int, float]] = {}  # job -> (iteration, bucket, time) of its last launch
         self.steals = 0
         self.changes = 0
         self._last: Dict[FlowKey, Decision] = {}
@@ -98,15 +110,21 @@ class FluxStealScheduler(Scheduler):
         self.paths, self.contention = place_paths(fabric, self.jobs, self.intensities, self.params["paths"])
 
     # -- what an operation costs and how much slack it has ------------------------------------------------------
-    def expected_s(self, job: JobSpec, bucket: int, remaining_bytes: Optional[int] = None) -> float:
+    def expected_s(self, job: JobSpec, bucket: int, remaining_bytes: Optional[int] = None,
+                   stolen: bool = False) -> float:
         """T: the last observed duration of this bucket's operation (scaled to what is left), else its bytes at
-        the expected rate."""
+        the expected rate. ``stolen``: its duration in the steal class instead, where nothing is ahead of it: its
+        bytes at the line rate times the best ratio of observed duration to line-rate time of any operation so
+        far (the last duration of a light job's bucket is stretched by whatever was ahead of it then)."""
         per_rank = ring_bytes_per_rank(job.model.buckets[bucket].nbytes, job.workers)
         left = per_rank if remaining_bytes is None else remaining_bytes
+        line_s = left * 8.0 / self.rate_bps
+        if stolen:
+            return self.unhindered_s(job, left, per_rank)
         seen = self.duration.get((job.index, bucket))
         if seen is not None and per_rank > 0:
             return seen * left / per_rank
-        return left * 8.0 / self.rate_bps
+        return line_s
 
     def slack_s(self, state: OperationState, now: float) -> Optional[float]:
         job = self.by_index[state.op.job]
@@ -125,6 +143,7 @@ class FluxStealScheduler(Scheduler):
         state = self.tracker.live.get(event.op)
         if first_launch and state is not None:
             self.launched_at[event.op] = now
+            self.last_launch[event.job] = (event.iteration, event.bucket, now)
             self.decided[event.op] = self._decide_steal(state, now)
         elif (event.kind == "wait" and self.steal_on == "wait" and state is not None
               and self.decided.get(event.op) != STEAL_CLASS):
@@ -136,7 +155,68 @@ class FluxStealScheduler(Scheduler):
             start = self.launched_at.pop(event.op, None)
             if start is not None:
                 # A finished operation's duration, for the next estimate of the same bucket.
-                self.duration[(event.job, event.bucket)] = max(now - start, 0.0)
+                took = max(now - start, 0.0)
+                self.duration[(event.job, event.bucket)] = took
+                job = self.by_index[event.job]
+                line_s = ring_bytes_per_rank(job.model.buckets[event.bucket].nbytes, job.workers) * 8.0 / self.rate_bps
+                per_rank = self._per_rank(job, event.bucket)
+                size = (per_rank, job.workers)
+                self.fastest[size] = min(took, self.fastest.get(size, took))
+                if line_s > 0:
+                    ratio = max(took / line_s, 1.0)
+                    self.best_ratio = ratio if self.best_ratio is None else min(self.best_ratio, ratio)
+
+    @staticmethod
+    def _per_rank(job: JobSpec, bucket: int) -> int:
+        return int(ring_bytes_per_rank(job.model.buckets[bucket].nbytes, job.workers))
+
+    def _more_intensive(self, job_index: int, base: int) -> set:
+        """Jobs in a higher class than ``base`` whose paths share a link with ``job_index``'s."""
+        return {j for j, cls in self.base.items() if cls > base and j != job_index and self.contends(job_index, j)}
+
+    def unhindered_s(self, job: JobSpec, left: float, per_rank: Optional[int] = None) -> float:
+        """Seconds to send ``left`` of an operation of ``per_rank`` bytes per rank (default: ``left``) with
+        nothing ahead of it."""
+        per_rank = int(left) if per_rank is None else per_rank
+        fastest = self.fastest.get((per_rank, job.workers))
+        if fastest is not None and per_rank > 0:
+            return fastest * left / per_rank
+        return left * 8.0 / self.rate_bps * (self.best_ratio or 1.0)
+
+    def chain_absorbs(self, job: JobSpec, delay: float, now: float) -> bool:
+        """Whether ``job`` (more intensive than a would-be stealer) absorbs ``delay`` seconds of lost link time
+        from ``now`` without any of its operations finishing later than it would have, wherever that would be
+        past its need. Its live operations and the ones its backward pass will still launch (the program
+        fixes when) are served in launch order at the rate an operation with nothing ahead of it gets; the delay
+        is absorbed by the first gap in that chain. A steal checked only against live operations would push
+        the job's later, tighter operations (the last bucket of a backward pass is needed at once) past their
+        need."""
+        program = self.programs[job.index]
+        chain = [(s.launched_at, s.needed_at or now, self.unhindered_s(job, s.remaining_bytes(job.workers), self._per_rank(job, s.op.bucket)))
+                 for s in self.tracker.live_ops(job.index)]
+        last = self.last_launch.get(job.index)
+        if last is not None:
+            iteration, bucket, launched = last
+            buckets = program.buckets
+            at = launched
+            if bucket == buckets[-1].index and iteration + 1 < program.iterations:
+                # Backward pass done: the next one starts after a forward pass at the earliest.
+                iteration, bucket = iteration + 1, -1
+                at = max(launched + sum(b.forward_s for b in buckets), now)
+            for b in buckets:
+                if b.index <= bucket:
+                    continue
+                at += b.backward_s
+                per_rank = ring_bytes_per_rank(b.nbytes, job.workers)
+                chain.append((at, at + program.needed_offset(b.index, iteration), self.unhindered_s(job, per_rank)))
+        chain.sort()
+        end_without, end_with = now, now + delay   # with the steal, the link is the stealer's for ``delay``
+        for launched, needed, duration in chain:
+            end_without = max(end_without, launched) + duration
+            end_with = max(end_with, launched) + duration
+            if end_with > end_without + 1e-9 and end_with > needed:
+                return False
+        return True
 
     def _decide_steal(self, state: OperationState, now: float, remaining: bool = False) -> int:
         """Class 7 if the operation may steal now (conditions (a)-(c) of the module docstring), else its job's.
@@ -146,7 +226,7 @@ class FluxStealScheduler(Scheduler):
         if not self.params["steal"] or job.index not in self.base:
             return base
         left = state.remaining_bytes(job.workers) if remaining else None
-        cost = self.expected_s(job, state.op.bucket, left)
+        cost = self.expected_s(job, state.op.bucket, left, stolen=True)
         slack = -1.0 if remaining else self.slack_s(state, now)
         if slack is None or slack >= 0 or cost > self.steal_max_s:
             return base
@@ -157,9 +237,8 @@ class FluxStealScheduler(Scheduler):
                      and self.base.get(other.op.job, 0) > base and other.op not in self.stealing]
         if not overtaken:
             return base  # nothing more intensive in its way: its job's class already puts it first
-        for other in overtaken:
-            other_slack = self.slack_s(other, now)
-            if other_slack is None or other_slack < cost + ahead:
+        for other_job in {other.op.job for other in overtaken} | self._more_intensive(job.index, base):
+            if not self.chain_absorbs(self.by_index[other_job], (cost + ahead) * self.margin, now):
                 return base
         self.stealing[state.op] = now + cost
         self.steals += 1

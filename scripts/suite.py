@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""The scenario suite: every scenario of workloads/scenarios/suite/ under every scheduler, with its bound.
+
+    python scripts/suite.py --engine fluid --seeds 1-3 --out results/suite/fluid
+    sudo python scripts/suite.py --engine emulation --seeds 1 --out results/suite/emulation
+    python scripts/suite.py --out results/suite/emulation --collect-only
+
+Each (scenario, scheduler) pair is one resumable ``scripts/sweep.py`` folder, ``<out>/<scenario>/<variant>/``;
+rerunning the command skips what is done. Every scenario runs at 5 Mbit/s (the capacity docs/fidelity.md found
+for 16 hosts) on the fabric its file header names (``FABRIC`` below). The variants are the four schedulers plus
+Crux with the old contiguous compression (``crux-contiguous``) and Flux v1 (``flux-v1``).
+
+The bound of a scenario (``scripts/bounds.py``: each job alone on the same hosts and time scale) is computed in
+the fluid engine with its calibrated model, whatever engine the runs use: it is cheap and needs no root, and the
+twin's cross-validation (docs/twin.md) says how far it is from the emulation. Output: ``<out>/suite.csv`` (one
+row per scenario and variant: mean, min and max cluster GPU utilisation over the completed runs, runs, unfaithful
+runs, TCP timeouts per run, U/U_bound, and the fraction of the attainable gain (U - U_ecmp) / (U_bound - U_ecmp)),
+``<out>/suite.md`` (the same as a table), ``<out>/suite.png`` and a JSON summary on stdout.
+Exit codes: 0 every run completed, 1 some failed, 2 bad input, 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from contextlib import redirect_stdout
+from typing import Dict, List, Optional
+
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if PROJECT_DIR not in sys.path:
+    sys.path.insert(0, PROJECT_DIR)
+
+from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
+
+if __name__ == "__main__":
+    _argv = sys.argv[1:]
+    ensure_env("suite.py", needs_fabric="emulation" in _argv and not ({"-h", "--help", "--collect-only"} & set(_argv)))
+
+import numpy as np  # noqa: E402
+
+from scripts import bounds as bounds_script  # noqa: E402
+from testbed.results import discover_runs  # noqa: E402
+
+SUITE_DIR = os.path.join(PROJECT_DIR, "workloads", "scenarios", "suite")
+SWEEP = [sys.executable, os.path.join(PROJECT_DIR, "scripts", "sweep.py")]
+RATE = ["--host-rate", "5", "--fabric-rate", "5"]
+#: Fabric flags per scenario (each file's header says why). Pairs run on one spine so that they share links:
+#: on two spines Crux's path placement would give each job a spine of its own and leave nothing to schedule.
+FABRIC: Dict[str, List[str]] = {
+    "headline": [], "same-model": [],
+    "stress-8": ["--leaves", "2", "--hosts-per-leaf", "8", "--spines", "1"],
+}
+PAIR_FABRIC = ["--spines", "1"]
+#: Variant -> (scheduler, --set axes for sweep.py)
+VARIANTS: Dict[str, tuple] = {
+    "ecmp": ("ecmp", []),
+    "bytescheduler": ("bytescheduler", []),
+    "crux": ("crux", []),
+    "crux-contiguous": ("crux", ["param.compression=contiguous"]),
+    "flux-v1": ("flux-v1", []),
+    "flux": ("flux", []),
+}
+
+
+def scenario_names() -> List[str]:
+    return sorted(os.path.splitext(f)[0] for f in os.listdir(SUITE_DIR) if f.endswith(".yaml"))
+
+
+def fabric_flags(scenario: str) -> List[str]:
+    return RATE + FABRIC.get(scenario, PAIR_FABRIC)
+
+
+def run_variant(engine: str, scenario: str, variant: str, seeds: str, out: str, dry_run: bool) -> int:
+    scheduler, axes = VARIANTS[variant]
+    cmd = SWEEP + ["--schedulers", scheduler, "--scenarios", os.path.join(SUITE_DIR, scenario + ".yaml"),
+                   "--seeds", seeds, "--out", out,
+                   "--extra-args=" + " ".join(["--engine", engine] + fabric_flags(scenario))]
+    for axis in axes:
+        cmd += ["--set", axis]
+    if dry_run:
+        cmd.append("--dry-run")
+    return subprocess.run(cmd).returncode
+
+
+def scenario_bound(scenario: str, out: str) -> Optional[dict]:
+    """The scenario's bound (fluid engine, calibrated model), cached in <out>/<scenario>/bounds.json."""
+    path = os.path.join(out, scenario, "bounds.json")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        code = bounds_script.main(["--scenario", os.path.join(SUITE_DIR, scenario + ".yaml"), "--engine", "fluid",
+                                   "--", *fabric_flags(scenario)])
+    if code != 0:
+        return None
+    result = json.loads(buf.getvalue())
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
+    return result
+
+
+def variant_figures(folder: str) -> dict:
+    """Cluster utilisation and timeouts over the completed runs of one sweep folder."""
+    if not os.path.isdir(folder):
+        return {"runs": 0}
+    records, _ = discover_runs(folder)
+    utils, timeouts, unfaithful, failed = [], [], 0, 0
+    for record in records:
+        summary = record.summary
+        if not record.ok or summary is None or summary.cluster.get("gpu_utilization") is None:
+            failed += 1
+            continue
+        utils.append(float(summary.cluster["gpu_utilization"]))
+        tcp = (summary.fidelity or {}).get("tcp") or {}
+        timeouts.append(tcp["timeouts"] if "timeouts" in tcp
+                        else sum(int(j.figures.get("timeouts") or 0) for j in summary.jobs))
+        if summary.faithful is False:
+            unfaithful += 1
+    if not utils:
+        return {"runs": 0, "failed": failed}
+    return {"runs": len(utils), "failed": failed, "unfaithful": unfaithful, "u_mean": float(np.mean(utils)),
+            "u_min": float(np.min(utils)), "u_max": float(np.max(utils)),
+            "timeouts_per_run": float(np.mean(timeouts))}
+
+
+def collect(out: str, scenarios: List[str], variants: List[str]) -> List[dict]:
+    rows = []
+    for scenario in scenarios:
+        bound = scenario_bound(scenario, out) or {}
+        u_bound = bound.get("cluster_u_bound")
+        figures = {v: variant_figures(os.path.join(out, scenario, v)) for v in variants}
+        u_ecmp = figures.get("ecmp", {}).get("u_mean")
+        for variant in variants:
+            f = figures[variant]
+            row = {"scenario": scenario, "variant": variant, "u_bound": u_bound, **f}
+            u = f.get("u_mean")
+            if u is not None and u_bound:
+                row["of_bound"] = u / u_bound
+                if u_ecmp is not None and u_bound > u_ecmp:
+                    row["gain_fraction"] = (u - u_ecmp) / (u_bound - u_ecmp)
+            rows.append(row)
+    return rows
+
+
+COLUMNS = ["scenario", "variant", "runs", "failed", "unfaithful", "u_mean", "u_min", "u_max", "u_bound", "of_bound",
+           "gain_fraction", "timeouts_per_run"]
+
+
+def write_outputs(out: str, rows: List[dict], engine: str) -> None:
+    with open(os.path.join(out, "suite.csv"), "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+    def cell(v):
+        return "" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(cell(r.get(c)) for c in COLUMNS) + " |" for r in rows]
+    with open(os.path.join(out, "suite.md"), "w", encoding="utf-8") as f:
+        f.write(f"Engine: {engine}. u_* = cluster GPU utilisation over the completed runs; u_bound = each job alone "
+                f"(fluid engine, calibrated); gain_fraction = (U - U_ecmp) / (U_bound - U_ecmp).\n\n")
+        f.write("\n".join(lines) + "\n")
+    plot(out, rows, engine)
+
+
+def plot(out: str, rows: List[dict], engine: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    width = 0.8 / max(len(variants), 1)
+    fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(scenarios)), 4))
+    for i, variant in enumerate(variants):
+        xs, ys, lo, hi = [], [], [], []
+        for k, scenario in enumerate(scenarios):
+            r = next((r for r in rows if r["scenario"] == scenario and r["variant"] == variant), None)
+            if r is None or r.get("u_mean") is None:
+                continue
+            xs.append(k + (i - (len(variants) - 1) / 2) * width)
+            ys.append(r["u_mean"])
+            lo.append(r["u_mean"] - r["u_min"])
+            hi.append(r["u_max"] - r["u_mean"])
+        ax.bar(xs, ys, width, yerr=[lo, hi], label=variant, capsize=2)
+    for k, scenario in enumerate(scenarios):
+        bound = next((r["u_bound"] for r in rows if r["scenario"] == scenario and r.get("u_bound")), None)
+        if bound:
+            ax.hlines(bound, k - 0.45, k + 0.45, colors="black", linestyles="dashed",
+                      label="bound (each job alone)" if k == 0 else None)
+    ax.set_xticks(range(len(scenarios)))
+    ax.set_xticklabels(scenarios, rotation=20, ha="right")
+    ax.set_ylabel("cluster GPU utilisation")
+    ax.set_ylim(0.4, 1.0)
+    ax.set_title(f"Scenario suite ({engine}); bars: mean, whiskers: min-max over seeds")
+    ax.legend(ncol=4, fontsize=7, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "suite.png"), dpi=150)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--engine", choices=["fluid", "emulation"], default="fluid")
+    p.add_argument("--seeds", default="1", help="seeds as sweep.py takes them (1-3, 1,2)")
+    p.add_argument("--scenarios", help=f"comma-separated names from {os.path.relpath(SUITE_DIR, PROJECT_DIR)} "
+                                       "(default: all)")
+    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
+    p.add_argument("--out", required=True, help="suite folder (one sweep folder per scenario and variant)")
+    p.add_argument("--collect-only", action="store_true", help="only rebuild the tables and figure")
+    p.add_argument("--dry-run", action="store_true", help="print the runner commands, run nothing")
+    args = p.parse_args(argv)
+    known = scenario_names()
+    scenarios = args.scenarios.split(",") if args.scenarios else known
+    variants = args.variants.split(",")
+    bad = [s for s in scenarios if s not in known] + [v for v in variants if v not in VARIANTS]
+    if bad:
+        sys.stderr.write(f"suite.py: unknown scenario or variant: {', '.join(bad)}\n")
+        return 2
+    if args.engine == "emulation" and not args.collect_only and not args.dry_run and os.geteuid() != 0:
+        sys.stderr.write("suite.py: --engine emulation must run as root\n")
+        return 2
+    failed = 0
+    if not args.collect_only:
+        for scenario in scenarios:
+            for variant in variants:
+                sys.stderr.write(f"suite: {scenario} / {variant}\n")
+                code = run_variant(args.engine, scenario, variant, args.seeds,
+                                   os.path.join(args.out, scenario, variant), args.dry_run)
+                if code == 130:
+                    return 130
+                if code == 2:
+                    return 2
+                failed += code != 0
+    if args.dry_run:
+        return 0
+    os.makedirs(args.out, exist_ok=True)
+    rows = collect(args.out, scenarios, variants)
+    write_outputs(args.out, rows, args.engine)
+    print(json.dumps({"engine": args.engine, "out": args.out, "rows": rows}, indent=2))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
