@@ -83,7 +83,7 @@ def run_variant(engine: str, scenario: str, variant: str, seeds: str, out: str, 
         cmd += ["--set", axis]
     if dry_run:
         cmd.append("--dry-run")
-    return subprocess.run(cmd).returncode
+    return subprocess.run(cmd, stdout=sys.stderr).returncode  # stdout is for the JSON summary
 
 
 def scenario_bound(scenario: str, out: str) -> Optional[dict]:

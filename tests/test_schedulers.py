@@ -605,3 +605,51 @@ def test_flux_v2_can_steal_when_a_worker_starts_waiting():
         assert (job_class(flux.decide(t + 0.9), light, 3) == 7) is expected, steal_on
     with pytest.raises(ValueError, match="steal_on"):
         FluxStealScheduler(fabric, [heavy, light], {"steal_on": "sometimes"})
+
+
+def test_flux_v2_checks_the_steal_against_the_heavy_jobs_next_operations_too():
+    """The heavy job's live operation has slack to spare, but its backward pass launches its last bucket (needed
+    at once) while the steal would still hold the link: the chain check refuses what a check of the live
+    operation alone allows."""
+    from controller.schedulers.flux_steal import FluxStealScheduler
+    fabric = make_fabric(spines=1)
+    # Heavy: bucket 2 launches 5 ms after bucket 1, and bucket 3 (the last, needed at launch) 5 ms later.
+    heavy = make_job(0, [1, 5], make_model("heavy", buckets=4, bucket_bytes=40_000, forward_s=0.1,
+                                           backward_s=0.005))
+    light = make_job(1, [2, 6], make_model("light", buckets=4, bucket_bytes=20_000, forward_s=0.001,
+                                           backward_s=0.002))
+    t = 10.0
+    outcomes = {}
+    for margin in (1.0, 2.0):
+        for heavy_bucket in (1, 3):
+            flux = FluxStealScheduler(fabric, [heavy, light], {"margin": margin})
+            assert flux.base[heavy.index] > flux.base[light.index]
+            feed(flux, launch(heavy, heavy_bucket, t, needed_at=t + 2.0), t)
+            feed(flux, launch(light, 3, t + 0.001, needed_at=t + 0.001), t + 0.001)
+            outcomes[(margin, heavy_bucket)] = job_class(flux.decide(t + 0.002), light, 3) == 7
+    # After bucket 3 the backward pass is over (the next starts after a 0.4 s forward pass): the steal fits.
+    assert outcomes[(1.0, 3)] and outcomes[(2.0, 3)]
+    # After bucket 1, buckets 2 and 3 follow within 10 ms and bucket 3 is needed at once: no steal.
+    assert not outcomes[(1.0, 1)] and not outcomes[(2.0, 1)]
+    with pytest.raises(ValueError, match="margin"):
+        FluxStealScheduler(fabric, [heavy, light], {"margin": 0.5})
+
+
+def test_flux_v2_estimates_a_steal_from_the_fastest_operation_of_its_size():
+    flux, heavy, light, _ = _steal_world(heavy_needed_in=2.0, light_needed_in=2.0)
+    per_rank = flux._per_rank(light, 3)
+    line_s = per_rank * 8.0 / flux.rate_bps
+    assert flux.expected_s(light, 3, stolen=True) == pytest.approx(line_s)    # nothing seen yet: line rate
+
+    def finish(bucket, start, end):
+        for rank in range(light.workers):
+            flux.on_event(OperationEvent("done", light.index, rank, 0, bucket, end), end)
+        return end - start
+
+    slow = finish(3, 10.001, 10.5)                                 # bucket 3 waited behind the heavy job
+    feed(flux, launch(light, 2, 11.0, needed_at=13.0), 11.0)
+    fast = finish(2, 11.0, 11.0 + 2 * line_s)                      # bucket 2, same size, had the link
+    # D (for "would it stall") is a bucket's last duration; S (what a steal costs) the fastest of its size.
+    assert flux.expected_s(light, 3) == pytest.approx(slow)
+    assert flux.expected_s(light, 3, stolen=True) == pytest.approx(fast)
+    assert flux.best_ratio == pytest.approx(2.0)

@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from controller.schedulers.base import OperationState, Scheduler
+from controller.schedulers.bytescheduler import bucket_class
 from controller.schedulers.compression import compress_kcut, count_changes
 from controller.schedulers.crux import (
     check_placed,
@@ -63,6 +64,7 @@ class FluxStealScheduler(Scheduler):
         "rate_mbps": 0.0,       # rate for T_o before a bucket's first observed duration; 0 = host link rate
         "paths": "job",         # job | hop | hashed, as in crux
         "steal": True,          # False: Crux's order only (classes 0..6), for ablations
+        "inner": 1,             # classes per job band: >1 orders a job's buckets inside its band (first layers first)
         "margin": 2.0,          # an overtaken job must absorb margin x the steal's expected time
     }
 
@@ -88,7 +90,13 @@ class FluxStealScheduler(Scheduler):
         priority = {i: ji.priority for i, ji in self.intensities.items()}
         self.paths, self.contention = place_paths(fabric, self.jobs, self.intensities, self.params["paths"])
         networked = {i: p for i, p in priority.items() if self.intensities[i].comm_s > 0}
-        self.base: Dict[int, int] = compress_kcut(networked, pairs_of(self.contention), levels=STEAL_CLASS)
+        self.inner = int(self.params["inner"])
+        if not 1 <= self.inner <= STEAL_CLASS:
+            raise ValueError(f"inner must be 1..{STEAL_CLASS}")
+        # A job's band: its level in Crux's order (``base``, compared to tell more intensive jobs), and inside it
+        # ``inner`` classes ordered by layer as ByteScheduler does (a bucket's class never changes).
+        self.base: Dict[int, int] = compress_kcut(networked, pairs_of(self.contention),
+                                                  levels=STEAL_CLASS // self.inner)
         self.by_index = {j.index: j for j in self.jobs}
         self.duration: Dict[Tuple[int, int], float] = {}      # (job, bucket) -> last observed duration (s)
         # What an operation takes with nothing ahead of it (ring steps' synchronisation, headers, latency): the
@@ -166,6 +174,12 @@ class FluxStealScheduler(Scheduler):
                     ratio = max(took / line_s, 1.0)
                     self.best_ratio = ratio if self.best_ratio is None else min(self.best_ratio, ratio)
 
+    def band_class(self, job: JobSpec, bucket: int) -> int:
+        """A bucket's class in its job's band: level x inner + its layer position scaled to 0..inner-1."""
+        buckets = len(job.model.buckets)
+        inside = bucket_class(bucket, buckets) * (self.inner - 1) // (NUM_CLASSES - 1) if buckets > 1 else 0
+        return self.base[job.index] * self.inner + inside
+
     @staticmethod
     def _per_rank(job: JobSpec, bucket: int) -> int:
         return int(ring_bytes_per_rank(job.model.buckets[bucket].nbytes, job.workers))
@@ -222,24 +236,27 @@ class FluxStealScheduler(Scheduler):
         """Class 7 if the operation may steal now (conditions (a)-(c) of the module docstring), else its job's.
         ``remaining``: judged on what is left of it (a worker already waits: (a) holds)."""
         job = self.by_index[state.op.job]
-        base = self.base.get(job.index, 0)
-        if not self.params["steal"] or job.index not in self.base:
-            return base
+        if job.index not in self.base:
+            return 0
+        base = self.base[job.index]
+        own = self.band_class(job, state.op.bucket)
+        if not self.params["steal"]:
+            return own
         left = state.remaining_bytes(job.workers) if remaining else None
         cost = self.expected_s(job, state.op.bucket, left, stolen=True)
         slack = -1.0 if remaining else self.slack_s(state, now)
         if slack is None or slack >= 0 or cost > self.steal_max_s:
-            return base
+            return own
         # Already running steals are ahead of this one: each overtaken operation must cover them too.
         ahead = sum(max(end - now, 0.0) for end in self.stealing.values())
         overtaken = [other for other in self.tracker.live_ops()
                      if other.op.job != job.index and self.contends(job.index, other.op.job)
                      and self.base.get(other.op.job, 0) > base and other.op not in self.stealing]
         if not overtaken:
-            return base  # nothing more intensive in its way: its job's class already puts it first
+            return own  # nothing more intensive in its way: its job's class already puts it first
         for other_job in {other.op.job for other in overtaken} | self._more_intensive(job.index, base):
             if not self.chain_absorbs(self.by_index[other_job], (cost + ahead) * self.margin, now):
-                return base
+                return own
         self.stealing[state.op] = now + cost
         self.steals += 1
         return STEAL_CLASS
@@ -253,7 +270,7 @@ class FluxStealScheduler(Scheduler):
                 continue
             for bucket in range(len(job.model.buckets)):
                 cls = live.get((job.index, bucket))
-                cls = self.base[job.index] if cls is None else cls
+                cls = self.band_class(job, bucket) if cls is None else cls
                 for rank in range(job.workers):
                     rules[job.flow(rank, bucket)] = Decision(cls, self.paths.get((job.index, rank)))
         self.changes += count_changes(self._last, rules)

@@ -1,0 +1,66 @@
+"""scripts/suite.py without root (fluid engine): every suite scenario resolves on its fabric, a small suite gives
+one row per scenario and variant with the bound and the fraction of the attainable gain, and bad input is refused
+before anything runs."""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from testbed import run as runner
+
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(PROJECT_DIR, "scripts"))
+
+import suite  # noqa: E402
+
+SUITE = [sys.executable, os.path.join(PROJECT_DIR, "scripts", "suite.py")]
+
+
+@pytest.mark.parametrize("name", suite.scenario_names())
+def test_every_suite_scenario_resolves_on_its_fabric_and_says_what_it_tests(name):
+    path = os.path.join(suite.SUITE_DIR, name + ".yaml")
+    with open(path, encoding="utf-8") as f:
+        header = f.read().split("\nname:", 1)[0]
+    assert "Tests:" in header and "Theory:" in header, name
+    args = runner.build_parser().parse_args(["--scenario", path, "--engine", "fluid", *suite.fabric_flags(name)])
+    resolved = runner.validate(args)
+    assert len(resolved["jobs"]) >= 2
+
+
+def test_the_suite_names_the_issues_scenarios():
+    assert {"headline", "same-model", "vgg-bert", "bert-bert-offset", "vgg-gpt2", "bert-gpt2", "resnet-bert",
+            "wait-all", "stress-8", "small-first"} <= set(suite.scenario_names())
+
+
+def test_a_small_suite_gives_rows_with_bound_and_gain_fraction(tmp_path):
+    out = tmp_path / "suite"
+    r = subprocess.run(SUITE + ["--engine", "fluid", "--scenarios", "bert-bert-offset", "--variants", "ecmp,crux",
+                                "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {row["variant"]: row for row in csv.DictReader(open(out / "suite.csv"))}
+    assert set(rows) == {"ecmp", "crux"}
+    bound = float(rows["crux"]["u_bound"])
+    for variant, row in rows.items():
+        assert row["runs"] == "1" and float(row["u_mean"]) <= bound + 0.01, variant
+    # Crux separates the two jobs; ECMP shares fairly: Crux takes part of the room between ECMP and the bound.
+    assert float(rows["ecmp"]["gain_fraction"]) == 0.0
+    assert 0.0 < float(rows["crux"]["gain_fraction"]) <= 1.01
+    assert json.loads(r.stdout)["rows"][0]["scenario"] == "bert-bert-offset"
+    assert (out / "suite.md").exists() and (out / "suite.png").stat().st_size > 0
+    # Rerunning resumes: the finished run is not run again.
+    (done,) = (out / "bert-bert-offset" / "crux").glob("*/summary.json")
+    before = done.stat().st_mtime_ns
+    again = subprocess.run(SUITE + ["--engine", "fluid", "--scenarios", "bert-bert-offset", "--variants", "crux",
+                                    "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and done.stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize("bad", [["--scenarios", "nope"], ["--variants", "crux,nope"]])
+def test_unknown_scenarios_or_variants_are_refused(tmp_path, bad):
+    r = subprocess.run(SUITE + ["--engine", "fluid", "--out", str(tmp_path / "x"), *bad],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
