@@ -341,6 +341,7 @@ class SchedulerApp(FabricApp):
             "reaction_latency_ms_p99": None if not react else 1e3 * percentile(react, 99),
             "decide_calls": self.stats["decide_calls"],
             "class_changes": getattr(self.scheduler, "changes", None),
+            "steals": getattr(self.scheduler, "steals", None),          # flux (v2): operations that stole slack
             "switches_ready": len(self.ready),
             "fabric_changes": self.stats["fabric_changes"],
             "resynchronised": self.resync,

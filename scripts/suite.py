@@ -204,6 +204,35 @@ def plot(out: str, rows: List[dict], engine: str) -> None:
     plt.close(fig)
 
 
+def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
+    """Each row's mean utilisation beside another suite folder's (e.g. the fluid engine's beside the emulation's),
+    and whether the two rank the variants the same way on each scenario. Written to <out>/compare.md."""
+    path = os.path.join(other_dir, "suite.csv")
+    if not os.path.exists(path):
+        raise ValueError(f"--compare: no suite.csv in {other_dir}")
+    with open(path, newline="", encoding="utf-8") as f:
+        other = {(r["scenario"], r["variant"]): float(r["u_mean"]) for r in csv.DictReader(f) if r.get("u_mean")}
+    pairs = []
+    for r in rows:
+        theirs = other.get((r["scenario"], r["variant"]))
+        if r.get("u_mean") is not None and theirs is not None:
+            pairs.append({"scenario": r["scenario"], "variant": r["variant"], "u": r["u_mean"], "u_other": theirs,
+                          "difference": theirs - r["u_mean"], "runs": r["runs"]})
+    lines = [f"Mean cluster GPU utilisation here ({out}) and in {other_dir}; difference = other - here.", "",
+             "| scenario | variant | runs here | here | other | difference |", "|---|---|---|---|---|---|"]
+    lines += [f"| {p['scenario']} | {p['variant']} | {p['runs']} | {p['u']:.3f} | {p['u_other']:.3f} | "
+              f"{p['difference']:+.3f} |" for p in pairs]
+    lines += ["", "| scenario | order here | order in other | same order |", "|---|---|---|---|"]
+    for scenario in dict.fromkeys(p["scenario"] for p in pairs):
+        mine = [p for p in pairs if p["scenario"] == scenario]
+        here = [p["variant"] for p in sorted(mine, key=lambda p: -p["u"])]
+        there = [p["variant"] for p in sorted(mine, key=lambda p: -p["u_other"])]
+        lines.append(f"| {scenario} | {' > '.join(here)} | {' > '.join(there)} | {'yes' if here == there else 'no'} |")
+    with open(os.path.join(out, "compare.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    return pairs
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -214,6 +243,8 @@ def main(argv=None) -> int:
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
     p.add_argument("--out", required=True, help="suite folder (one sweep folder per scenario and variant)")
     p.add_argument("--collect-only", action="store_true", help="only rebuild the tables and figure")
+    p.add_argument("--compare", metavar="DIR", help="another suite folder (e.g. the other engine's): write "
+                                                    "<out>/compare.md with both utilisations and rankings")
     p.add_argument("--dry-run", action="store_true", help="print the runner commands, run nothing")
     args = p.parse_args(argv)
     known = scenario_names()
@@ -243,7 +274,14 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     rows = collect(args.out, scenarios, variants)
     write_outputs(args.out, rows, args.engine)
-    print(json.dumps({"engine": args.engine, "out": args.out, "rows": rows}, indent=2))
+    result = {"engine": args.engine, "out": args.out, "rows": rows}
+    if args.compare:
+        try:
+            result["compare"] = compare(args.out, rows, args.compare)
+        except ValueError as exc:
+            sys.stderr.write(f"suite.py: {exc}\n")
+            return 2
+    print(json.dumps(result, indent=2))
     return 1 if failed else 0
 
 

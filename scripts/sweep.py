@@ -55,9 +55,14 @@ from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
 
 if __name__ == "__main__":
     # Set up what is missing and continue in .venv; collecting finished runs needs no fabric.
-    ensure_env("sweep.py", needs_fabric=not ({"-h", "--help", "--collect-only", "--dry-run"} & set(sys.argv[1:])))
+    # Fluid-only sweeps and sweeps sent to a cluster run no emulation here.
+    _words = " ".join(sys.argv[1:]).replace("=", " ").split()
+    _fluid = "engine fluid" in " ".join(_words) and "engine emulation" not in " ".join(_words)
+    ensure_env("sweep.py", needs_fabric=not ({"-h", "--help", "--collect-only", "--dry-run", "--cluster"}
+                                             & set(_words) or _fluid))
 
-from testbed.results import MANIFEST, Combo, RunFolder, collect, display_path, read_json, safe_name, write_json  # noqa: E402
+from testbed.results import (MANIFEST, Combo, RunFolder, collect, display_path, read_json,  # noqa: E402
+                             safe_name, write_json)
 
 RUNNER_SCRIPT = os.path.join(PROJECT_DIR, "testbed", "run.py")
 DEFAULT_SCENARIO = os.path.join(PROJECT_DIR, "workloads", "scenarios", "default.yaml")
@@ -74,6 +79,7 @@ FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # Runner flags the sweep sets itself for every combination; they cannot be axes or extra arguments.
 RESERVED_FLAGS = {"scheduler", "scenario", "seed", "out", "run-id", "quiet", "q", "param", "help", "h"}
 TRUE_WORDS, FALSE_WORDS = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
 
 class BadInput(Exception):
     """Bad flags or values: reported in one line, exit 2, nothing started."""
@@ -240,10 +246,12 @@ def check_extra_args(extra: Sequence[str], axes: Sequence[Axis]) -> None:
 
 
 def check_with_runner(parser: Optional[argparse.ArgumentParser], combos: Sequence[Combo],
-                      extra: Sequence[str], flags_without_value: set) -> None:
-    """Parse every combination's arguments with the runner's parser: unknown flags and bad numbers fail now."""
+                      extra: Sequence[str], flags_without_value: set) -> set:
+    """Parse every combination's arguments with the runner's parser: unknown flags and bad numbers fail now.
+    Returns the ids of the combinations that run the emulation (every one when the parser is unavailable)."""
     if parser is None:
-        return
+        return {c.id for c in combos}
+    emulation = set()
     known = {opt.lstrip("-") for a in parser._actions for opt in a.option_strings}
     for combo in combos:
         for name, _ in combo.settings:
@@ -253,11 +261,14 @@ def check_with_runner(parser: Optional[argparse.ArgumentParser], combos: Sequenc
         err = io.StringIO()
         try:
             with contextlib.redirect_stderr(err):
-                parser.parse_args(args)
+                parsed = parser.parse_args(args)
         except SystemExit:
             lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
             msg = lines[-1].split("error:", 1)[-1].strip() if lines else "rejected"
             raise BadInput(f"combination {combo.id}: runner rejects its arguments: {msg}")
+        if getattr(parsed, "engine", "emulation") != "fluid":
+            emulation.add(combo.id)
+    return emulation
 
 
 def check_schedulers(schedulers: Sequence[str], axes: Sequence[Axis] = ()) -> None:
@@ -469,7 +480,7 @@ def run_sweep(args, argv: Sequence[str]) -> int:
     combos = expand(schedulers, scenarios, seeds, axes)
     parser = runner_parser()
     flags_without_value = boolean_flags(parser)
-    check_with_runner(parser, combos, extra, flags_without_value)
+    emulation = check_with_runner(parser, combos, extra, flags_without_value)
     out = os.path.abspath(args.out)
     commands = {c.id: build_command(runner, c, out, extra, flags_without_value) for c in combos}
 
@@ -483,16 +494,82 @@ def run_sweep(args, argv: Sequence[str]) -> int:
                 print(shlex.join(commands[c.id]))
         print(f"# {len(combos)} combinations, {done} already done, {len(combos) - done} to run", file=sys.stderr)
         return EXIT_OK
-    if not is_root():
+    if args.cluster:
+        if args.runner:
+            raise BadInput("--runner and --cluster do not go together (cluster workers run their own clone's runner)")
+        check_cluster_address(args.cluster)
+    elif emulation and not is_root():
         raise BadInput("must run as root (the runner needs Mininet): sudo python scripts/sweep.py ... "
-                       "(or --dry-run to see the commands)")
+                       "(or --dry-run to see the commands; runs with --engine fluid need no root)")
 
     os.makedirs(out, exist_ok=True)
     with sweep_lock(out):
-        return _run_locked(args, argv, out, runner, extra, schedulers, scenarios, seeds, axes, combos, commands)
+        return _run_locked(args, argv, out, runner, extra, schedulers, scenarios, seeds, axes, combos, commands,
+                           emulation)
 
 
-def _run_locked(args, argv, out, runner, extra, schedulers, scenarios, seeds, axes, combos, commands) -> int:
+def check_cluster_address(address: str) -> None:
+    if address.startswith("local:"):
+        n = address.split(":", 1)[1]
+        if not n.isdigit() or int(n) < 1:
+            raise BadInput(f"--cluster {address}: local:N needs N >= 1 worker processes")
+    elif not re.match(r"^(tcp|tls|inproc|ws|wss)://\S+$", address):
+        raise BadInput(f"--cluster {address}: give a Dask scheduler address (tcp://HOST:PORT) or local:N")
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise BadInput("--cluster needs the 'distributed' package (in .venv since install.sh; rerun it)")
+
+
+def _run_on_cluster(args, out, combos, commands, emulation, counts, bar, say) -> bool:
+    """Run the unfinished combinations on the cluster; True if interrupted."""
+    from scripts import sweep_cluster
+    todo = []
+    for combo in combos:
+        if RunFolder(os.path.join(out, combo.id)).status() in FINISHED:
+            counts["skipped"] += 1
+            bar.update(1)
+            continue
+        cmd = commands[combo.id]
+        runner_args = cmd[cmd.index(RUNNER_SCRIPT) + 1:cmd.index("--out")] if RUNNER_SCRIPT in cmd else []
+        todo.append((combo.id, runner_args, combo.id in emulation))
+    if not todo:
+        return False
+
+    def judge(run_dir: str, code: Optional[int], attempt: int, host: str) -> Optional[str]:
+        status = RunFolder(run_dir).status()
+        if status == "done":
+            return "ok"
+        if status == "unfaithful":
+            say(f"{os.path.basename(run_dir)}: completed on {host}, but its emulation was not faithful")
+            return "unfaithful"
+        reason = host if code is None else f"exit {code} on {host}"
+        say(f"{os.path.basename(run_dir)}: attempt {attempt}/{1 + args.retries} failed ({reason})")
+        return "bad-input" if code == EXIT_BAD_INPUT else None
+
+    def progress(run_id: str, outcome: str) -> None:
+        counts[outcome] += 1
+        bar.update(1)
+        bar.set_postfix(ok=counts["ok"] + counts["skipped"], failed=counts["failed"] + counts["bad-input"])
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        bar.set_description(f"sweep on {args.cluster}")
+        sweep_cluster.run_all(args.cluster, todo, out, 1 + args.retries, lambda d: move_aside(out, d), judge,
+                              progress)
+        return False
+    except KeyboardInterrupt:
+        say("sweep: interrupted; finished runs are kept, the others are redone by the next invocation")
+        return True
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run_locked(args, argv, out, runner, extra, schedulers, scenarios, seeds, axes, combos, commands,
+                emulation) -> int:
     from tqdm import tqdm
 
     manifest = write_manifest(out, argv, runner, extra, args.retries, schedulers, scenarios, seeds, axes, combos)
@@ -502,7 +579,7 @@ def _run_locked(args, argv, out, runner, extra, schedulers, scenarios, seeds, ax
     child.install()
     interrupted = False
     try:
-        for combo in combos:
+        for combo in combos if not args.cluster else ():
             if child.signals:
                 interrupted = True
                 break
@@ -518,6 +595,9 @@ def _run_locked(args, argv, out, runner, extra, schedulers, scenarios, seeds, ax
             counts[outcome] += 1
             bar.update(1)
             bar.set_postfix(ok=counts["ok"] + counts["skipped"], failed=counts["failed"] + counts["bad-input"])
+        if args.cluster:
+            child.restore()
+            interrupted = _run_on_cluster(args, out, combos, commands, emulation, counts, bar, tqdm.write)
     finally:
         child.restore()
         bar.close()
@@ -572,6 +652,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runner", default=None, metavar="CMD",
                    help="command that runs one combination (default: this interpreter + testbed/run.py); it gets "
                         "the runner's arguments and must write summary.json into --out")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run the combinations on a Dask cluster: its scheduler's address (tcp://HOST:8786) or "
+                        "local:N (N local worker processes); results come back into --out and resuming works as "
+                        "for a local sweep. One emulation at a time per machine; see scripts/sweep_cluster.py "
+                        "for starting workers")
     p.add_argument("--dry-run", action="store_true", help="print the runner commands that would run, run nothing")
     p.add_argument("--collect-only", action="store_true",
                    help="only rebuild <out>/summary.csv from the existing run folders (no root needed)")
