@@ -653,3 +653,23 @@ def test_flux_v2_estimates_a_steal_from_the_fastest_operation_of_its_size():
     assert flux.expected_s(light, 3) == pytest.approx(slow)
     assert flux.expected_s(light, 3, stolen=True) == pytest.approx(fast)
     assert flux.best_ratio == pytest.approx(2.0)
+
+
+def test_flux_v2_orders_layers_across_jobs_of_equal_intensity_and_jobs_otherwise():
+    from controller.schedulers.flux_steal import FluxStealScheduler
+    fabric = make_fabric(spines=1)
+    twins = [make_job(0, [1, 5], LIGHT), make_job(1, [2, 6], LIGHT)]
+    flux = FluxStealScheduler(fabric, twins, {})
+    assert flux.bands == "layers"
+    rules = flux.decide(0.0)
+    for job in twins:   # no job above the other: each bucket's class comes from its layer position alone
+        assert [job_class(rules, job, b) for b in range(4)] == [0, 1, 2, 3]   # layer_classes=4
+    mixed = [make_job(0, [1, 5], HEAVY), make_job(1, [2, 6], LIGHT)]
+    flux = FluxStealScheduler(fabric, mixed, {})
+    assert flux.bands == "jobs"
+    rules = flux.decide(0.0)
+    assert {job_class(rules, mixed[0], b) for b in range(4)} == {flux.base[0]}
+    assert flux.base[0] != flux.base[1]
+    assert FluxStealScheduler(fabric, twins, {"bands": "jobs"}).bands == "jobs"
+    with pytest.raises(ValueError, match="bands"):
+        FluxStealScheduler(fabric, twins, {"bands": "some"})

@@ -7,8 +7,13 @@ operation continuously; in the emulation it lost to Crux, mainly because live fl
 packets, flows stranded in a starved class, TCP timeouts) and because waiting heavy operations jumped light ones
 (docs/headline.md). v2 keeps Crux's order as the base and adds one exception, decided once per operation:
 
-* **Base.** Every job gets Crux's class (published compression, ``crux.CruxScheduler``), computed into classes
-  0..6; class 7 is kept for steals. A bucket's flows rest in their job's class between operations.
+* **Base.** Classes 0..6 hold a static order; class 7 is kept for steals. Where jobs differ in intensity
+  (``bands=jobs``), every job gets Crux's class (published compression, ``crux.CruxScheduler``): a job order.
+  Where every job has the same intensity (``bands=layers``; ``auto`` picks it when all priorities are within
+  5%), a job order has nothing to go by but a tie-break that starves the last jobs; instead all jobs share one
+  level and each job's buckets are spread over ``layer_classes`` classes by layer, first layers highest, as
+  ByteScheduler orders one job: equal jobs interleave, and each sends first what its next forward pass needs
+  first. A bucket's flows keep their class between operations.
 * **Steal** (real-time scheduling's slack stealing). When operation o of job j is launched (its first rank's
   ``launch`` event), with T_o its expected duration (the last observed duration of the same bucket's operation,
   else its bytes at ``rate_mbps``), it goes to class 7 for its whole life iff
@@ -31,10 +36,10 @@ estimating T badly; where a light job stalls behind slack-rich heavy work, it ga
 """
 from __future__ import annotations
 
+import math
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from controller.schedulers.base import OperationState, Scheduler
-from controller.schedulers.bytescheduler import bucket_class
 from controller.schedulers.compression import compress_kcut, count_changes
 from controller.schedulers.crux import (
     check_placed,
@@ -50,6 +55,17 @@ from core.ring import ring_bytes_per_rank
 from workloads.program import IterationProgram
 
 STEAL_CLASS = NUM_CLASSES - 1
+BANDS = ("auto", "jobs", "layers")
+#: Jobs whose priorities differ by less than this (relative) count as equally intensive.
+EQUAL_INTENSITY = 0.05
+
+
+def equal_intensity(priorities) -> bool:
+    """Whether all these job priorities are equal within EQUAL_INTENSITY (and there are at least two)."""
+    values = [p for p in priorities]
+    if len(values) < 2:
+        return False
+    return max(values) <= min(values) * (1.0 + EQUAL_INTENSITY)
 
 
 class FluxStealScheduler(Scheduler):
@@ -64,7 +80,8 @@ class FluxStealScheduler(Scheduler):
         "rate_mbps": 0.0,       # rate for T_o before a bucket's first observed duration; 0 = host link rate
         "paths": "job",         # job | hop | hashed, as in crux
         "steal": True,          # False: Crux's order only (classes 0..6), for ablations
-        "inner": 1,             # classes per job band: >1 orders a job's buckets inside its band (first layers first)
+        "bands": "auto",        # auto | jobs | layers: how the classes 0..6 are used (module docstring)
+        "layer_classes": 4,     # with bands=layers: classes the buckets are spread over (2..7)
         "margin": 2.0,          # an overtaken job must absorb margin x the steal's expected time
     }
 
@@ -90,13 +107,22 @@ class FluxStealScheduler(Scheduler):
         priority = {i: ji.priority for i, ji in self.intensities.items()}
         self.paths, self.contention = place_paths(fabric, self.jobs, self.intensities, self.params["paths"])
         networked = {i: p for i, p in priority.items() if self.intensities[i].comm_s > 0}
-        self.inner = int(self.params["inner"])
-        if not 1 <= self.inner <= STEAL_CLASS:
-            raise ValueError(f"inner must be 1..{STEAL_CLASS}")
-        # A job's band: its level in Crux's order (``base``, compared to tell more intensive jobs), and inside it
-        # ``inner`` classes ordered by layer as ByteScheduler does (a bucket's class never changes).
-        self.base: Dict[int, int] = compress_kcut(networked, pairs_of(self.contention),
-                                                  levels=STEAL_CLASS // self.inner)
+        bands = str(self.params["bands"])
+        if bands not in BANDS:
+            raise ValueError(f"bands must be one of {', '.join(BANDS)}, not {bands!r}")
+        if bands == "auto":
+            bands = "layers" if equal_intensity(networked.values()) else "jobs"
+        self.bands = bands
+        # A job's level (``base``, compared to tell more intensive jobs) and the classes inside it: with ``jobs``
+        # one class per job, in Crux's order with unique priorities; with ``layers`` one level for all, and its
+        # seven classes by layer as ByteScheduler orders them (a bucket's class never changes).
+        self.inner = 1 if bands == "jobs" else int(self.params["layer_classes"])
+        if not 2 <= int(self.params["layer_classes"]) <= STEAL_CLASS:
+            raise ValueError(f"layer_classes must be 2..{STEAL_CLASS}")
+        if bands == "jobs":
+            self.base: Dict[int, int] = compress_kcut(networked, pairs_of(self.contention), levels=STEAL_CLASS)
+        else:
+            self.base = {i: 0 for i in networked}
         self.by_index = {j.index: j for j in self.jobs}
         self.duration: Dict[Tuple[int, int], float] = {}      # (job, bucket) -> last observed duration (s)
         # What an operation takes with nothing ahead of it (ring steps' synchronisation, headers, latency): the
@@ -175,9 +201,10 @@ class FluxStealScheduler(Scheduler):
                     self.best_ratio = ratio if self.best_ratio is None else min(self.best_ratio, ratio)
 
     def band_class(self, job: JobSpec, bucket: int) -> int:
-        """A bucket's class in its job's band: level x inner + its layer position scaled to 0..inner-1."""
+        """A bucket's class: its job's level x inner + its layer position spread over 0..inner-1 (the last
+        bucket, the first layers, highest), as ``bytescheduler``'s linear mapping does over 0..7."""
         buckets = len(job.model.buckets)
-        inside = bucket_class(bucket, buckets) * (self.inner - 1) // (NUM_CLASSES - 1) if buckets > 1 else 0
+        inside = int(math.floor((self.inner - 1) * bucket / (buckets - 1) + 0.5)) if buckets > 1 else self.inner - 1
         return self.base[job.index] * self.inner + inside
 
     @staticmethod
