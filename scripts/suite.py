@@ -8,7 +8,8 @@
 Each (scenario, scheduler) pair is one resumable ``scripts/sweep.py`` folder, ``<out>/<scenario>/<variant>/``;
 rerunning the command skips what is done. Every scenario runs at 5 Mbit/s (the capacity docs/fidelity.md found
 for 16 hosts) on the fabric its file header names (``FABRIC`` below). The variants are the four schedulers plus
-Crux with the old contiguous compression (``crux-contiguous``) and Flux v1 (``flux-v1``).
+Crux with the old contiguous compression (``crux-contiguous``), Flux v1 (``flux-v1``), and Flux v2 with
+its job bands forced (``flux-jobs``: Crux's order plus steals, also where jobs are equally intensive).
 
 The bound of a scenario (``scripts/bounds.py``: each job alone on the same hosts and time scale) is computed in
 the fluid engine with its calibrated model, whatever engine the runs use: it is cheap and needs no root, and the
@@ -63,6 +64,7 @@ VARIANTS: Dict[str, tuple] = {
     "crux-contiguous": ("crux", ["param.compression=contiguous"]),
     "flux-v1": ("flux-v1", []),
     "flux": ("flux", []),
+    "flux-jobs": ("flux", ["param.bands=jobs"]),
 }
 
 
