@@ -187,8 +187,8 @@ def plot(out: str, rows: List[dict], engine: str) -> None:
                 continue
             xs.append(k + (i - (len(variants) - 1) / 2) * width)
             ys.append(r["u_mean"])
-            lo.append(r["u_mean"] - r["u_min"])
-            hi.append(r["u_max"] - r["u_mean"])
+            lo.append(max(r["u_mean"] - r["u_min"], 0.0))   # rounding can make equal runs' spread negative
+            hi.append(max(r["u_max"] - r["u_mean"], 0.0))
         ax.bar(xs, ys, width, yerr=[lo, hi], label=variant, capsize=2)
     for k, scenario in enumerate(scenarios):
         bound = next((r["u_bound"] for r in rows if r["scenario"] == scenario and r.get("u_bound")), None)

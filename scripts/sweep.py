@@ -523,7 +523,7 @@ def check_cluster_address(address: str) -> None:
 
 def _run_on_cluster(args, out, combos, commands, emulation, counts, bar, say) -> bool:
     """Run the unfinished combinations on the cluster; True if interrupted."""
-    from scripts import sweep_cluster
+    from testbed import cluster as sweep_cluster
     todo = []
     for combo in combos:
         if RunFolder(os.path.join(out, combo.id)).status() in FINISHED:
@@ -655,7 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", metavar="ADDRESS",
                    help="run the combinations on a Dask cluster: its scheduler's address (tcp://HOST:8786) or "
                         "local:N (N local worker processes); results come back into --out and resuming works as "
-                        "for a local sweep. One emulation at a time per machine; see scripts/sweep_cluster.py "
+                        "for a local sweep. One emulation at a time per machine; see testbed/cluster.py "
                         "for starting workers")
     p.add_argument("--dry-run", action="store_true", help="print the runner commands that would run, run nothing")
     p.add_argument("--collect-only", action="store_true",
