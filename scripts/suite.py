@@ -200,7 +200,7 @@ def plot(out: str, rows: List[dict], engine: str) -> None:
     ax.set_ylabel("cluster GPU utilisation")
     ax.set_ylim(0.4, 1.0)
     ax.set_title(f"Scenario suite ({engine}); bars: mean, whiskers: min-max over seeds")
-    ax.legend(ncol=4, fontsize=7, loc="lower left")
+    ax.legend(ncol=8, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22))
     fig.tight_layout()
     fig.savefig(os.path.join(out, "suite.png"), dpi=150)
     plt.close(fig)
