@@ -167,8 +167,27 @@ def write_outputs(out: str, rows: List[dict], engine: str) -> None:
     with open(os.path.join(out, "suite.md"), "w", encoding="utf-8") as f:
         f.write(f"Engine: {engine}. u_* = cluster GPU utilisation over the completed runs; u_bound = each job alone "
                 f"(fluid engine, calibrated); gain_fraction = (U - U_ecmp) / (U_bound - U_ecmp).\n\n")
+        f.write("\n".join(wide_table(rows)) + "\n\n")
         f.write("\n".join(lines) + "\n")
     plot(out, rows, engine)
+
+
+def wide_table(rows: List[dict]) -> List[str]:
+    """One line per scenario: the bound, each variant's mean (runs), and flux over the better Crux."""
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    lines = ["| scenario | bound | " + " | ".join(variants) + " | flux / best crux |",
+             "|---|---|" + "---|" * len(variants) + "---|"]
+    for scenario in dict.fromkeys(r["scenario"] for r in rows):
+        mine = {r["variant"]: r for r in rows if r["scenario"] == scenario}
+        bound = next((r["u_bound"] for r in mine.values() if r.get("u_bound")), None)
+        cells = [f"{mine[v]['u_mean']:.3f} ({mine[v]['runs']})" if mine.get(v, {}).get("u_mean") is not None
+                 else "" for v in variants]
+        cruxes = [mine[v]["u_mean"] for v in ("crux", "crux-contiguous") if mine.get(v, {}).get("u_mean")]
+        flux = mine.get("flux", {}).get("u_mean")
+        ratio = f"{flux / max(cruxes):.3f}" if flux and cruxes else ""
+        lines.append(f"| {scenario} | {bound:.3f} | " if bound else f"| {scenario} | | ")
+        lines[-1] += " | ".join(cells) + f" | {ratio} |"
+    return lines
 
 
 def plot(out: str, rows: List[dict], engine: str) -> None:
