@@ -342,6 +342,7 @@ class SchedulerApp(FabricApp):
             "decide_calls": self.stats["decide_calls"],
             "class_changes": getattr(self.scheduler, "changes", None),
             "steals": getattr(self.scheduler, "steals", None),          # flux (v2): operations that stole slack
+            "lowered": getattr(self.scheduler, "lowered", None),        # flux (v2): launches placed lower
             "switches_ready": len(self.ready),
             "fabric_changes": self.stats["fabric_changes"],
             "resynchronised": self.resync,

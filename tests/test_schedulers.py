@@ -673,3 +673,39 @@ def test_flux_v2_orders_layers_across_jobs_of_equal_intensity_and_jobs_otherwise
     assert FluxStealScheduler(fabric, twins, {"bands": "jobs"}).bands == "jobs"
     with pytest.raises(ValueError, match="bands"):
         FluxStealScheduler(fabric, twins, {"bands": "some"})
+
+
+def test_flux_v2_layer_order_shares_a_class_rather_than_starve_a_live_operation_past_the_rto():
+    """In the layer order a launching operation goes above live ones of lower classes; where what would then be
+    above a live operation exceeds ``starve_max_s`` (TCP's minimum RTO by default), it shares that operation's
+    class instead. Decided at launch; a job order is left alone."""
+    from controller.schedulers.flux_steal import FluxStealScheduler
+    fabric = make_fabric(spines=1)
+    twins = [make_job(0, [1, 5], LIGHT), make_job(1, [2, 6], LIGHT)]   # one bucket: 0.32 s at 10 Mbit/s
+    t = 10.0
+    placed = {}
+    for starve_max_s in (0.0, 0.2, 1.0):
+        flux = FluxStealScheduler(fabric, twins, {"starve_max_s": starve_max_s})
+        feed(flux, launch(twins[0], 0, t, needed_at=t + 5.0), t)              # class 0, live
+        feed(flux, launch(twins[1], 3, t + 0.01, needed_at=t + 5.0), t + 0.01)
+        placed[starve_max_s] = (job_class(flux.decide(t + 0.02), twins[1], 3), flux.lowered)
+    assert placed[0.0] == (3, 0)          # no guard: the layer order
+    assert placed[1.0] == (3, 0)          # 0.32 s above a live operation is within a 1 s budget
+    assert placed[0.2] == (0, 1)          # past 0.2 s: it shares class 0 with the live operation
+    # Once the live operation is done, the bucket's flows go back to their layer class.
+    flux = FluxStealScheduler(fabric, twins, {"starve_max_s": 0.2})
+    feed(flux, launch(twins[0], 0, t, needed_at=t + 5.0), t)
+    feed(flux, launch(twins[1], 3, t + 0.01, needed_at=t + 5.0), t + 0.01)
+    for job in twins:
+        bucket = 0 if job is twins[0] else 3
+        for rank in range(job.workers):
+            flux.on_event(OperationEvent("done", job.index, rank, 0, bucket, t + 1.0), t + 1.0)
+    assert job_class(flux.decide(t + 1.0), twins[1], 3) == 3
+    with pytest.raises(ValueError, match="starve_max_s"):
+        FluxStealScheduler(fabric, twins, {"starve_max_s": -1})
+    # A job order is Crux's: the guard does not touch it.
+    mixed = [make_job(0, [1, 5], HEAVY), make_job(1, [2, 6], LIGHT)]
+    flux = FluxStealScheduler(fabric, mixed, {"starve_max_s": 0.01})
+    feed(flux, launch(mixed[1], 0, t, needed_at=t + 5.0), t)
+    feed(flux, launch(mixed[0], 3, t + 0.01, needed_at=t + 5.0), t + 0.01)
+    assert job_class(flux.decide(t + 0.02), mixed[0], 3) == flux.base[0] and flux.lowered == 0

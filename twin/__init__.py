@@ -217,6 +217,7 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
             "class_changes": getattr(policy, "op_changes", None),
             "live_class_changes": result.live_class_changes,
             "steals": getattr(policy, "steals", None),
+            "lowered": getattr(policy, "lowered", None),
         }
         summary.extra["twin"] = {"ring_model": result.ring_model, "sim_time_s": result.sim_time_s,
                                  "wall_s": result.wall_s,

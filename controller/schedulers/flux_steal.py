@@ -13,7 +13,9 @@ packets, flows stranded in a starved class, TCP timeouts) and because waiting he
   5%), a job order has nothing to go by but a tie-break that starves the last jobs; instead all jobs share one
   level and each job's buckets are spread over ``layer_classes`` classes by layer, first layers highest, as
   ByteScheduler orders one job: equal jobs interleave, and each sends first what its next forward pass needs
-  first. A bucket's flows keep their class between operations.
+  first. A bucket's flows keep their class between operations. Starvation guard: a launching operation
+  that would leave a live operation of a lower class queued behind more than ``starve_max_s`` (TCP's minimum
+  RTO) of work in higher classes shares that operation's class instead (``layer_class_at_launch``).
 * **Steal** (real-time scheduling's slack stealing). When operation o of job j is launched (its first rank's
   ``launch`` event), with T_o its expected duration (the last observed duration of the same bucket's operation,
   else its bytes at ``rate_mbps``), it goes to class 7 for its whole life iff
@@ -28,7 +30,8 @@ packets, flows stranded in a starved class, TCP timeouts) and because waiting he
 * **No live class change.** A class is decided at launch and kept until the operation is done; a bucket's flows
   return to their job's class only between operations, when they carry nothing. (The first packets of a
   stealing operation leave in the job's class and are promoted a few milliseconds later, when the controller's
-  rule lands: one upward change per steal.)
+  rule lands: one upward change per steal; likewise an operation the starvation guard places lower is
+  moved down once, which keeps its packets in order.)
 
 By construction no more intensive job loses more than its slack: an operation Crux would have finished in time
 still finishes in time, so Flux v2 should not fall below Crux except for the cost of the promotions and of
@@ -83,6 +86,7 @@ class FluxStealScheduler(Scheduler):
         "bands": "auto",        # auto | jobs | layers: how the classes 0..6 are used (module docstring)
         "layer_classes": 4,     # with bands=layers: classes the buckets are spread over (2..7)
         "margin": 2.0,          # an overtaken job must absorb margin x the steal's expected time
+        "starve_max_s": 0.2,    # with bands=layers: longest a live operation may wait behind higher classes (s)
     }
 
     def __init__(self, fabric: FabricView, jobs: Sequence[JobSpec], params: Optional[Mapping] = None):
@@ -97,6 +101,9 @@ class FluxStealScheduler(Scheduler):
             raise ValueError("steal_on must be 'launch' or 'wait'")
         if self.steal_max_s < 0:
             raise ValueError("steal_max_s must be >= 0")
+        self.starve_max_s = float(self.params["starve_max_s"])
+        if self.starve_max_s < 0:
+            raise ValueError("starve_max_s must be >= 0 (0: no starvation guard)")
         rate = float(self.params["rate_mbps"])
         if rate < 0:
             raise ValueError("rate_mbps must be >= 0")
@@ -136,6 +143,7 @@ class FluxStealScheduler(Scheduler):
         self.programs = {j.index: IterationProgram(j) for j in self.jobs}
         self.last_launch: Dict[int, Tuple[int, int, float]] = {}  # job -> (iteration, bucket, time) of its last launch
         self.steals = 0
+        self.lowered = 0                                       # launches the starvation guard placed lower
         self.changes = 0
         self._last: Dict[FlowKey, Decision] = {}
 
@@ -181,8 +189,10 @@ class FluxStealScheduler(Scheduler):
             self.decided[event.op] = self._decide_steal(state, now)
         elif (event.kind == "wait" and self.steal_on == "wait" and state is not None
               and self.decided.get(event.op) != STEAL_CLASS):
-            # The GPU stalls now: what is left of the operation may steal (one upward change of its class).
-            self.decided[event.op] = self._decide_steal(state, now, remaining=True)
+            # The GPU stalls now: what is left of the operation may steal (one upward change of its class);
+            # otherwise it keeps the class it was given at launch.
+            if self._decide_steal(state, now, remaining=True) == STEAL_CLASS:
+                self.decided[event.op] = STEAL_CLASS
         if event.kind == "done" and event.op not in self.tracker.live:
             self.decided.pop(event.op, None)
             self.stealing.pop(event.op, None)
@@ -260,6 +270,32 @@ class FluxStealScheduler(Scheduler):
                 return False
         return True
 
+    def _left_s(self, state: OperationState) -> float:
+        """What a live operation still takes with nothing ahead of it."""
+        job = self.by_index[state.op.job]
+        return self.unhindered_s(job, state.remaining_bytes(job.workers), self._per_rank(job, state.op.bucket))
+
+    def layer_class_at_launch(self, job: JobSpec, state: OperationState) -> int:
+        """The class a launching operation takes in the layer order: its bucket's, lowered (to share a class
+        instead of overtaking) wherever putting it above a live operation would leave that operation queued
+        behind more than ``starve_max_s`` of work in higher classes. A strict priority starves what is below
+        it for as long as what is above has data; past TCP's 200 ms minimum RTO the starved flow times out
+        and is then slower than if it had shared. A job order (``bands=jobs``) is Crux's and is left as it is."""
+        cls = self.band_class(job, state.op.bucket)
+        if self.bands != "layers" or self.starve_max_s <= 0:
+            return cls
+        cost = self.unhindered_s(job, self._per_rank(job, state.op.bucket))
+        live = [(self.decided.get(s.op, self.band_class(self.by_index[s.op.job], s.op.bucket)), s)
+                for s in self.tracker.live_ops() if s.op != state.op]
+        for below, p in sorted(live, key=lambda item: -item[0]):
+            if below >= cls or not self.contends(job.index, p.op.job) or self._left_s(p) <= 0:
+                continue
+            above = sum(self._left_s(q) for c, q in live
+                        if c > below and q.op != p.op and self.contends(p.op.job, q.op.job))
+            if above + cost > self.starve_max_s:
+                cls = below
+        return cls
+
     def _decide_steal(self, state: OperationState, now: float, remaining: bool = False) -> int:
         """Class 7 if the operation may steal now (conditions (a)-(c) of the module docstring), else its job's.
         ``remaining``: judged on what is left of it (a worker already waits: (a) holds)."""
@@ -268,6 +304,10 @@ class FluxStealScheduler(Scheduler):
             return 0
         base = self.base[job.index]
         own = self.band_class(job, state.op.bucket)
+        if not remaining:
+            guarded = self.layer_class_at_launch(job, state)
+            self.lowered += guarded < own
+            own = guarded
         if not self.params["steal"]:
             return own
         left = state.remaining_bytes(job.workers) if remaining else None
