@@ -677,7 +677,7 @@ def test_flux_v2_orders_layers_across_jobs_of_equal_intensity_and_jobs_otherwise
 
 def test_flux_v2_layer_order_shares_a_class_rather_than_starve_a_live_operation_past_the_rto():
     """In the layer order a launching operation goes above live ones of lower classes; where what would then be
-    above a live operation exceeds ``starve_max_s`` (TCP's minimum RTO by default), it shares that operation's
+    above a live operation exceeds ``starve_max_s`` (off by default; e.g. TCP's minimum RTO), it shares that operation's
     class instead. Decided at launch; a job order is left alone."""
     from controller.schedulers.flux_steal import FluxStealScheduler
     fabric = make_fabric(spines=1)

@@ -245,9 +245,7 @@ class FluxStealScheduler(Scheduler):
         the job's later, tighter operations (the last bucket of a backward pass is needed at once) past their
         need."""
         program = self.programs[job.index]
-        chain = [(s.launched_at, s.needed_at or now,
-                  self.unhindered_s(job, s.remaining_bytes(job.workers), self._per_rank(job, s.op.bucket)))
-                 for s in self.tracker.live_ops(job.index)]
+        chain = [(s.launched_at, s.needed_at or now, self._left_s(s)) for s in self.tracker.live_ops(job.index)]
         last = self.last_launch.get(job.index)
         if last is not None:
             iteration, bucket, launched = last
