@@ -24,7 +24,6 @@ from testbed.results import RunFolder, RunSummary
 LOG = logging.getLogger("flux.run")
 
 
-
 class _LogTail:
     """Counts finished iterations in a worker's JSONL log without re-reading it."""
 
@@ -73,7 +72,8 @@ def run_jobs(tb, jobs: Sequence[JobSpec], folder: RunFolder, seed: int, time_lim
             p = tb.host_popen(job.hosts[rank], [sys.executable, "-m", "workloads.worker", "--job-file", job_file,
                                                 "--rank", str(rank), "--events-socket", tb.events_socket,
                                                 "--log", log, "--seed", str(seed),
-                                                "--start-at", f"{origin + job.start_offset_s:.6f}"],
+                                                "--start-at", f"{origin + job.start_offset_s:.6f}"]
+                              + tb.transport.worker_args(),
                               stdout=stderr, stderr=subprocess.STDOUT)
             procs.append((job, rank, p, stderr))
             logs[job.name].append(log)

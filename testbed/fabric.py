@@ -32,11 +32,12 @@ import time
 from functools import partial
 from typing import Dict, List, Optional, Sequence
 
+from core.classes import NUM_CLASSES
 from core.config import DEFAULT_POLL_INTERVAL_S, RESYNC_ENV, ControllerConfig
 from core.faults import Fault, link_interfaces
 from core.fabric import FabricLayout, FabricSpec
 from core.model import FlowKey, JobSpec
-from testbed import qos, state
+from testbed import ovs, qos, state
 from testbed.topo import FabricTopo
 from testbed.transport import DEFAULT_PROFILE
 from testbed.transport import profile as transport_profile
@@ -152,6 +153,7 @@ class Testbed:
         self.run_id = run_id or time.strftime("%Y%m%d-%H%M%S")
         self.datapath = datapath or ("kernel" if kernel_datapath_available() else "user")
         self.net = None
+        self.ovs_send_buffer: Dict[str, object] = {}
         self.controllers: Dict[str, subprocess.Popen] = {}     # role -> process
         self.of_ports: Dict[str, int] = {}
         self.clients: Dict[str, ControlClient] = {}
@@ -202,6 +204,7 @@ class Testbed:
         self.timings["start_s"] = time.time() - t0
         self._configure_hosts()
         self._install_classes()
+        self._widen_ovs_send_buffer()
 
     def stop(self, fast: bool = False) -> None:
         """Tear everything down; safe after a partial start and when called twice.
@@ -233,7 +236,7 @@ class Testbed:
         for path in (self.events_socket, self.control_socket, self.monitor_socket):
             if os.path.exists(path):
                 os.unlink(path)
-        self._restore_datagram_queue()
+        self._restore_sysctl()
         # Whatever the steps above missed (a host shell that survived, a process started in a host, a bridge OVS
         # did not delete) is removed from the record and by the run's token.
         leftover = state.leftovers(self.state.data)
@@ -260,32 +263,38 @@ class Testbed:
             except OSError:
                 pass
 
+    def _raise_sysctl(self, name: str, value: int, why: str) -> None:
+        """Raise a machine-wide setting to at least ``value`` for this run; the old value is recorded in the run's
+        state, so that stop() (or the clean-up of a run that died) puts it back."""
+        path = "/proc/sys/" + name.replace(".", "/")
+        try:
+            with open(path) as f:
+                old = f.read().strip()
+            if int(old) < value:
+                restore = self.state.data.setdefault("sysctl_restore", {})
+                restore.setdefault(path, old)
+                self.state.save()
+                with open(path, "w") as f:
+                    f.write(str(value))
+        except OSError as exc:
+            LOG.warning("cannot raise %s (%s): %s", name, exc, why)
+
+    def _restore_sysctl(self, name: Optional[str] = None) -> None:
+        """Put back one raised setting (``name``) or all of them."""
+        restore = self.state.data.get("sysctl_restore", {})
+        paths = [p for p in restore if name is None or p == "/proc/sys/" + name.replace(".", "/")]
+        for path in paths:
+            state.restore_sysctl(path, restore.pop(path))
+        if paths:
+            self.state.save()
+
     def _raise_datagram_queue(self) -> None:
         """Let bursts of worker events queue at the controller instead of being dropped.
 
         Linux queues at most ``net.unix.max_dgram_qlen`` (default 10) datagrams on a Unix socket, whatever its
         buffer; 16 workers launching buckets together exceed that. The limit is taken when the socket is
         created, so it is raised before the controller starts and restored at stop."""
-        path = "/proc/sys/net/unix/max_dgram_qlen"
-        try:
-            with open(path) as f:
-                self._old_dgram_qlen = f.read().strip()
-            if int(self._old_dgram_qlen) < DGRAM_QLEN:
-                with open(path, "w") as f:
-                    f.write(str(DGRAM_QLEN))
-                self.state.data["dgram_qlen_restore"] = self._old_dgram_qlen
-                self.state.save()
-        except OSError as exc:
-            LOG.warning("cannot raise %s (%s): bursts of events may be dropped", path, exc)
-
-    def _restore_datagram_queue(self) -> None:
-        old = self.state.data.get("dgram_qlen_restore")
-        if old:
-            try:
-                with open("/proc/sys/net/unix/max_dgram_qlen", "w") as f:
-                    f.write(old)
-            except OSError:
-                pass
+        self._raise_sysctl("net.unix.max_dgram_qlen", DGRAM_QLEN, "bursts of events may be dropped")
 
     # ----------------------------------------------------------------------------------------- controller
     def controller_config(self) -> ControllerConfig:
@@ -558,10 +567,40 @@ class Testbed:
         """Configured rate (Mbit/s) of every switch egress port, by interface name (``<switch>-eth<port>``)."""
         return {f"{name}-eth{port}": rate for name, _dpid, port, rate in self.layout.egress_ports()}
 
+    def _widen_ovs_send_buffer(self) -> None:
+        """Give Open vSwitch's send socket room for every packet the class FIFOs can hold.
+
+        The userspace datapath sends every packet of every port through one AF_PACKET socket, and a packet held
+        in a class FIFO counts against that socket's send buffer until it leaves. With the default buffer
+        (``net.core.wmem_default``, 212992 bytes: about 50-90 full packets) the whole fabric can hold no more
+        than that in its queues; past it Open vSwitch drops packets of any class and no counter says so
+        (measured on the headline under the lossless profile: 2-3% of segments retransmitted, none dropped by
+        tc; a capture showed them lost inside the switch). The socket belongs to ovs-vswitchd and lives as long
+        as it does, so its buffer is raised in place (``pidfd_getfd``) rather than by restarting the switch."""
+        limits = [self.transport.queue_limit(rate, self.queue_ms, self._data_flows())
+                  for rate in self.port_rates().values()]
+        need = NUM_CLASSES * sum(limits) * ovs.PACKET_TRUESIZE
+        if self.transport.lossless and self.transport.window_packets:
+            # Windows bound what the whole fabric can ever hold, well below the sum of its FIFOs.
+            need = min(need, self._data_flows() * (self.transport.window_packets + 2) * ovs.PACKET_TRUESIZE)
+        # A buffer is a limit, not memory: ask for plenty so that only a real overflow comes near it.
+        need = max(need, ovs.MIN_SEND_BUFFER)
+        if ovs.send_socket_inode() is None:
+            # Open vSwitch opens it with the first packet it sends: send one.
+            first, last = self.net.hosts[0], self.net.hosts[-1]
+            first.cmd(f"ping -c1 -W1 {last.IP()} >/dev/null 2>&1")
+        self.ovs_send_buffer = ovs.widen_send_buffer(need)
+        if not self.ovs_send_buffer.get("ok"):
+            LOG.warning("Open vSwitch's send buffer holds %s bytes, the class FIFOs up to %d: %s",
+                        self.ovs_send_buffer.get("bytes"), need, self.ovs_send_buffer.get("error"))
+
+    def _data_flows(self) -> int:
+        """Every data flow of every job (and the checks' few): what a lossless profile's FIFOs must hold."""
+        return sum(j.workers * len(j.model.buckets) for j in self.jobs) + 4
+
     def _install_classes(self) -> None:
         lines = []
-        # Every data flow of every job (and the checks' few): what a lossless profile's FIFOs must hold.
-        data_flows = sum(j.workers * len(j.model.buckets) for j in self.jobs) + 4
+        data_flows = self._data_flows()
         for dev, rate in self.port_rates().items():
             limit = self.transport.queue_limit(rate, self.queue_ms, data_flows)
             for cmd in qos.tree_commands(dev, rate, self.class_floor, self.queue_ms, self.class_mode, limit):

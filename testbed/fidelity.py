@@ -9,6 +9,7 @@ Measured during the workload by ``FidelityMonitor`` (ticked by the workload loop
 * before and after: the TCP counters of every host namespace, so per job: segments sent, retransmitted, and
   retransmission timeouts (a job's hosts are its own);
 * from the jobs as scaled: the data packets each operation puts on a ring hop (``core.ring.packets_per_hop``);
+* Open vSwitch's send buffer (testbed/ovs.py) against the peak of the sampled backlogs of all FIFOs together;
 * from the monitor's port counters (port_stats.csv): the peak achieved rate of every port against its configured
   rate (measured where the link ends, at the far switch's receive counter).
 
@@ -29,6 +30,7 @@ from core.fabric import FABRIC_NAME
 from core.model import JobSpec
 from core.ring import packets_per_hop
 from core.stats import percentile
+from testbed.ovs import PACKET_TRUESIZE
 from testbed.qos import parse_qdisc_stats
 from testbed.results import RunFolder
 from workloads.scaling import DEFAULT_MIN_PACKETS
@@ -51,6 +53,9 @@ UNEXPLAINED_IDLE_LIMIT = 0.02  # GPU idle time not spent waiting for an operatio
 RTO_SHARE_LIMIT = 0.8
 DEFAULT_RTO_MIN_S = 0.2       # Linux's TCP_RTO_MIN
 MIN_PACKETS_PER_OP = DEFAULT_MIN_PACKETS  # below this an operation's class hardly matters (a handful of packets)
+# Open vSwitch's send socket (testbed/ovs.py): sampled backlogs above this fraction of its buffer mean that the
+# switch dropped packets without a counter at some point (samples miss the peaks, so the limit is below 1).
+SEND_BUFFER_LIMIT = 0.8
 
 
 def ovs_cpu_seconds() -> Optional[float]:
@@ -254,6 +259,19 @@ def verdict(folder: RunFolder, tb, monitor: Optional[FidelityMonitor], job_specs
                 f"{name} {by_job[name]['timeouts']} timeouts, >= {v:.0%} of its time" for name, v in over.items())
                 + f" (limit {RTO_SHARE_LIMIT:.0%}): the minimum RTO does not scale with the emulated rate")
         result["classes"] = monitor.classes()
+        send = dict(getattr(tb, "ovs_send_buffer", None) or {})
+        if send:
+            # What the sampled backlogs would have charged to Open vSwitch's send socket at their peak.
+            per_tick = [sum(v) for v in zip(*monitor.backlog.values())] if monitor.backlog else [0]
+            send["peak_charged"] = int(max(per_tick, default=0) * PACKET_TRUESIZE / 1514)
+            result["ovs_send_buffer"] = send
+            if send.get("bytes") and send["peak_charged"] > SEND_BUFFER_LIMIT * send["bytes"]:
+                warnings.append(f"the class FIFOs held up to {send['peak_charged']} bytes against Open vSwitch's "
+                                f"{send['bytes']}-byte send buffer: packets were lost inside the switch without "
+                                f"any drop counter")
+            elif not send.get("ok"):
+                notes.append(f"Open vSwitch's send buffer could not be widened ({send.get('error')}): queues "
+                             f"deeper than it lose packets silently")
     ppo = packets_per_op(job_specs)
     result["packets_per_op"] = ppo
     small = {name: p["min"] for name, p in ppo.items() if p["min"] < min_packets}

@@ -228,6 +228,16 @@ def run_processes(st: Dict) -> List[Tuple[int, str]]:
     return sorted(found.items())
 
 
+def restore_sysctl(path: str, old: str) -> bool:
+    """Write a machine-wide setting back to the value a run found (see Testbed._raise_sysctl)."""
+    try:
+        with open(path, "w") as f:
+            f.write(old)
+        return True
+    except OSError:
+        return False
+
+
 def remove(st: Dict) -> List[str]:
     """Remove everything a (dead) run recorded. Returns a description of what was removed."""
     removed = []
@@ -247,13 +257,9 @@ def remove(st: Dict) -> List[str]:
             removed.append(f"file {path}")
         except OSError:
             pass
-    if st.get("dgram_qlen_restore"):
-        try:
-            with open("/proc/sys/net/unix/max_dgram_qlen", "w") as f:
-                f.write(st["dgram_qlen_restore"])
-            removed.append("net.unix.max_dgram_qlen restored")
-        except OSError:
-            pass
+    for path, old in st.get("sysctl_restore", {}).items():
+        if restore_sysctl(path, old):
+            removed.append(f"{path[len('/proc/sys/'):].replace('/', '.')} restored")
     try:
         os.unlink(STATE_FILE)
     except FileNotFoundError:

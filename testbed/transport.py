@@ -4,13 +4,17 @@ Real AI fabrics mostly carry RDMA over Converged Ethernet with priority flow con
 flow paused behind a busier class resumes as soon as it may send, and a sender has a bounded amount of data
 outstanding. The emulation carries TCP through tc FIFOs. A profile says which of those properties it keeps:
 
-* ``tcp``: the kernel's TCP as it is (cubic, reordering threshold 3, 200 ms minimum RTO) and class FIFOs of
+* ``tcp``: the kernel's TCP as it is (reordering threshold 3, 200 ms minimum RTO) and class FIFOs of
   ``--queue-ms`` of the link rate, which drop when full. Starved flows lose packets, time out and back off.
 * ``lossless``: a RoCE/PFC-like fabric built from what these kernels offer:
-    - bounded data in flight: every receiver advertises at most ``window_packets`` full packets (the route's
-      ``window``), as an RDMA sender's outstanding work bounds what it has on the wire; 8 packets are about
-      twice the bandwidth-delay product of a 3-hop path at any emulated rate (the per-hop packet time and the
-      rate scale together);
+    - bounded data in flight: every worker clamps the receive window of its incoming ring connections to
+      ``window_packets`` full packets (``TCP_WINDOW_CLAMP`` on the listening socket, ``--window-clamp``), as an
+      RDMA sender's outstanding work bounds what it has on the wire; 8 packets are about twice the
+      bandwidth-delay product of a 3-hop path at any emulated rate (the per-hop packet time and the rate scale
+      together). Routes cannot do it: the route's ``window`` did not reach accepted connections (a receiver
+      advertised 53 KB under an 11.6 KB route window), and a locked route ``cwnd`` is only applied from the
+      kernel's TCP metrics cache, which has no entry for a first connection (measured: cwnd 22 under
+      ``cwnd lock 8``);
     - no drops: every class FIFO holds the windows of all the run's data flows and their ACKs, so no queue can
       overflow whatever the scheduler does (the switch half of PFC);
     - starvation costs delay, not timeouts: the minimum retransmission timeout is raised to ``rto_min_ms`` on
@@ -18,6 +22,9 @@ outstanding. The emulation carries TCP through tc FIFOs. A profile says which of
       PFC's pause);
     - reordering is not loss: ``net.ipv4.tcp_reordering`` is raised per host namespace, so that packets
       reordered by a live class change do not trigger fast retransmits.
+
+Both profiles name their congestion control and put it on every host's route: a namespace inherits the
+machine's default (``bbr`` on some hosts, ``cubic`` on most), and results must not depend on the machine.
 
 Each setting's measured effect is in docs/fidelity.md (scripts/bench_fidelity.py).
 """
@@ -29,13 +36,15 @@ from typing import Dict, List, Optional
 from testbed.qos import queue_packets
 
 TCP_PAYLOAD = 1448      # bytes of data in a full packet (1500-byte MTU, TCP timestamps)
+
 ACK_ALLOWANCE = 2       # ACKs that may wait in a class FIFO per data flow (delayed ACKs: one per two packets)
 
 
 @dataclass(frozen=True)
 class TransportProfile:
     name: str
-    window_packets: Optional[int] = None   # receive window clamp per flow, in full packets (None: the kernel's)
+    congestion_control: str = "cubic"      # on every host route (the namespace default is the machine's)
+    window_packets: Optional[int] = None   # receive window clamp per ring connection, in full packets
     rto_min_ms: Optional[int] = None       # minimum retransmission timeout on every route (None: 200 ms)
     reordering: Optional[int] = None       # net.ipv4.tcp_reordering (None: the kernel's 3)
     lossless: bool = False                 # class FIFOs sized so that none can overflow
@@ -45,14 +54,19 @@ class TransportProfile:
         cmds = []
         if self.reordering is not None:
             cmds.append(f"sysctl -qw net.ipv4.tcp_reordering={self.reordering}")
-        options = []
+        # The route's congestion control, not the namespace's sysctl: a namespace may only choose among
+        # net.ipv4.tcp_allowed_congestion_control, a machine-wide list (``reno bbr`` on some hosts).
+        options = [f"congctl {self.congestion_control}"]
         if self.rto_min_ms is not None:
             options.append(f"rto_min {self.rto_min_ms}ms")
-        if self.window_packets is not None:
-            options.append(f"window {self.window_packets * TCP_PAYLOAD}")
-        if options:
-            cmds.append(f"ip route replace {prefix} dev {intf} proto kernel scope link src {ip} {' '.join(options)}")
+        cmds.append(f"ip route replace {prefix} dev {intf} proto kernel scope link src {ip} {' '.join(options)}")
         return cmds
+
+    def worker_args(self) -> List[str]:
+        """Arguments of workloads.worker for this profile."""
+        if self.window_packets is None:
+            return []
+        return ["--window-clamp", str(self.window_packets * TCP_PAYLOAD)]
 
     def queue_limit(self, rate_mbps: float, queue_ms: float, data_flows: int) -> int:
         """Packets each class FIFO of a port holds."""

@@ -1,5 +1,6 @@
 """Ring all-reduce over loopback TCP: correctness, bytes on the wire, concurrency, connection handling."""
 import itertools
+import socket
 import threading
 import time
 from contextlib import contextmanager
@@ -198,3 +199,19 @@ def test_unknown_bucket_is_rejected():
     member.connect(1.0)
     with pytest.raises(KeyError):
         member.allreduce(5, np.zeros(3, dtype=np.float32))
+
+
+def test_window_clamp_bounds_what_the_previous_rank_may_send():
+    # The lossless profile's bound on data in flight: every accepted connection carries the clamp from its
+    # SYN-ACK on, and the sum stays exact through a window of a few packets.
+    job = make_job(3, 2)
+    clamp = 8 * 1448
+    with ring(job, window_clamp=clamp) as members:
+        for m in members:
+            for sock in m._in.values():
+                assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP) == clamp
+            for sock in m._out.values():
+                assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP) != clamp
+        arrays = integer_arrays(3, 200_000)
+        for out in allreduce_all(members, 1, arrays):
+            np.testing.assert_array_equal(out[0], sum(arrays))

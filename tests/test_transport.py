@@ -10,9 +10,12 @@ from workloads.scaling import Scaling, granularity_time_scale, merge_small_bucke
 from workloads.scenario import load_scenario
 
 
-def test_the_tcp_profile_leaves_the_kernel_alone_and_drops_at_queue_ms():
+def test_the_tcp_profile_names_its_congestion_control_and_drops_at_queue_ms():
     tcp = profile("tcp")
-    assert tcp.host_commands("h1-eth0", "10.0.0.1") == []
+    # Only the congestion control is set (on the route: a namespace would inherit the machine's default).
+    assert tcp.host_commands("h1-eth0", "10.0.0.1") == [
+        "ip route replace 10.0.0.0/8 dev h1-eth0 proto kernel scope link src 10.0.0.1 congctl cubic"]
+    assert tcp.worker_args() == []
     assert tcp.queue_limit(10.0, 50.0, data_flows=500) == qos.queue_packets(10.0, 50.0)
 
 
@@ -21,7 +24,9 @@ def test_the_lossless_profile_bounds_windows_and_sizes_fifos_for_all_of_them():
     cmds = lossless.host_commands("h1-eth0", "10.0.0.1")
     assert "sysctl -qw net.ipv4.tcp_reordering=127" in cmds
     (route,) = [c for c in cmds if c.startswith("ip route replace")]
-    assert "rto_min 5000ms" in route and f"window {8 * 1448}" in route and "src 10.0.0.1" in route
+    assert "rto_min 5000ms" in route and "congctl cubic" in route and "src 10.0.0.1" in route
+    # The window bound is the receiver's, set by the workers on their listening sockets.
+    assert lossless.worker_args() == ["--window-clamp", str(8 * 1448)]
     # 96 data flows of 8 packets and their ACKs: no FIFO can overflow.
     assert lossless.queue_limit(5.0, 50.0, data_flows=96) == 96 * (8 + 2)
     assert lossless.queue_limit(5.0, 50.0, data_flows=1) == qos.queue_packets(5.0, 50.0)

@@ -187,7 +187,7 @@ class RingMember:
     def __init__(self, job: JobSpec, rank: int, addresses: Optional[Sequence[str]] = None,
                  bind_address: Optional[str] = None, port_offset: int = 0, buckets: Optional[Iterable[int]] = None,
                  clock: Callable[[], float] = time.time, io_timeout: float = 300.0,
-                 pace_mbps: Optional[float] = None):
+                 pace_mbps: Optional[float] = None, window_clamp: Optional[int] = None):
         self.job = job
         self.rank = rank
         self.workers = job.workers
@@ -202,6 +202,8 @@ class RingMember:
         self.clock = clock
         self.io_timeout = io_timeout
         self.pace_bps = pace_mbps * 1e6 / 8 if pace_mbps else None
+        # Receive window clamp (bytes) of every incoming connection: bounds what the previous rank has in flight.
+        self.window_clamp = window_clamp
         self.next_rank = (rank + 1) % self.workers
         self.prev_rank = (rank - 1) % self.workers
         self.listen_port = dst_port(job.index) + port_offset
@@ -257,6 +259,9 @@ class RingMember:
     def _listen(self) -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         _set_common(sock)
+        if self.window_clamp:
+            # Set on the listener, so that the SYN-ACK of every accepted connection already carries it.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, self.window_clamp)
         sock.bind((self.bind_address, self.listen_port))
         sock.listen(max(64, 2 * len(self.buckets)))
         sock.settimeout(0.2)

@@ -206,6 +206,7 @@ class WorkerConfig:
     port_offset: int = 0
     pace_mbps: Optional[float] = None
     bind_address: Optional[str] = None
+    window_clamp: Optional[int] = None
 
 
 def _r(t: float) -> float:
@@ -226,7 +227,7 @@ class Worker:
         self.events = EventSender(cfg.events_socket)
         self.data = GradientData(self.job, self.rank, cfg.seed)
         self.ring = RingMember(self.job, self.rank, bind_address=cfg.bind_address, port_offset=cfg.port_offset,
-                               clock=self.clock.now, pace_mbps=cfg.pace_mbps)
+                               clock=self.clock.now, pace_mbps=cfg.pace_mbps, window_clamp=cfg.window_clamp)
         self.pending: Dict[int, Operation] = {}
         self.busy_s = 0.0
         self.wait_s = 0.0
@@ -394,6 +395,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--pace-mbps", type=float, default=None,
                    help="pace each connection at this rate (loopback runs without an emulated network)")
     p.add_argument("--bind-address", default=None, help="local address to use (default: the job's address)")
+    p.add_argument("--window-clamp", type=int, default=None,
+                   help="clamp the receive window of incoming ring connections to this many bytes "
+                        "(the lossless transport profile's bound on data in flight)")
     return p.parse_args(argv)
 
 
@@ -404,7 +408,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     cfg = WorkerConfig(job=load_job(args.job_file), rank=args.rank, events_socket=args.events_socket,
                        log_path=args.log, seed=args.seed, start_at=args.start_at,
                        connect_timeout=args.connect_timeout, port_offset=args.port_offset,
-                       pace_mbps=args.pace_mbps, bind_address=args.bind_address)
+                       pace_mbps=args.pace_mbps, bind_address=args.bind_address, window_clamp=args.window_clamp)
     worker = Worker(cfg)
     try:
         summary = worker.run()
