@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from functools import partial
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 from core.classes import NUM_CLASSES
 from core.config import DEFAULT_POLL_INTERVAL_S, RESYNC_ENV, ControllerConfig
@@ -39,7 +39,7 @@ from core.fabric import FabricLayout, FabricSpec
 from core.model import FlowKey, JobSpec
 from testbed import ovs, qos, state
 from testbed.topo import FabricTopo
-from testbed.transport import DEFAULT_PROFILE
+from testbed.transport import DEFAULT_PROFILE, TransportProfile
 from testbed.transport import profile as transport_profile
 
 LOG = logging.getLogger("flux.testbed")
@@ -138,7 +138,8 @@ class Testbed:
                  scheduler_params: Optional[dict] = None, jobs: Sequence[JobSpec] = (),
                  poll_interval_s: float = DEFAULT_POLL_INTERVAL_S, class_floor: float = qos.DEFAULT_FLOOR,
                  queue_ms: float = qos.DEFAULT_QUEUE_MS, run_id: str = "", datapath: Optional[str] = None,
-                 class_mode: str = "strict", restart_controllers: bool = True, transport: str = DEFAULT_PROFILE):
+                 class_mode: str = "strict", restart_controllers: bool = True,
+                 transport: Union[str, TransportProfile] = DEFAULT_PROFILE):
         spec.validate()
         self.spec = spec
         self.layout = FabricLayout.from_spec(spec)
@@ -167,7 +168,7 @@ class Testbed:
         self._marker_before: Optional[str] = None
         self._missed: Dict[str, int] = {}
         self.restart_controllers = restart_controllers
-        self.transport = transport_profile(transport)
+        self.transport = transport if isinstance(transport, TransportProfile) else transport_profile(transport)
         self.restarts: List[dict] = []   # controllers restarted during the run (restart_controller)
 
     # ------------------------------------------------------------------------------------------ lifecycle

@@ -47,7 +47,8 @@ from core.config import DEFAULT_POLL_INTERVAL_S  # noqa: E402
 from core.faults import check_targets, parse_faults  # noqa: E402
 from core.fabric import DEFAULT_FATTREE_K, TOPOLOGIES, FabricLayout, FabricSpec  # noqa: E402
 from testbed import qos, state  # noqa: E402
-from testbed.transport import DEFAULT_PROFILE, PROFILES  # noqa: E402
+from testbed.transport import (CONGESTION_CONTROLS, DEFAULT_PROFILE, PROFILES,  # noqa: E402
+                               available_congestion_controls, profile)
 
 LOG = logging.getLogger("flux.run")
 
@@ -143,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how the hosts' TCP and the class FIFOs stand in for the fabric's transport: tcp (FIFOs of "
                         "--queue-ms that drop, the kernel's TCP) or lossless (RoCE/PFC-like: bounded windows, FIFOs "
                         "that cannot overflow, no timeouts for starved flows); see testbed/transport.py")
+    t.add_argument("--congestion-control", choices=list(CONGESTION_CONTROLS), default=None, metavar="NAME",
+                   help="TCP congestion control of every host (cubic, reno or bbr; default: the profile's, cubic), "
+                        "set on the hosts' routes so that the machine's own default does not leak in")
     t.add_argument("--datapath", choices=["auto", "kernel", "user"], default="auto",
                    help="OVS datapath; auto = kernel if the openvswitch module is loaded, else userspace")
     c = p.add_argument_group("controller and output")
@@ -221,8 +225,12 @@ def validate(args) -> dict:
         make_scheduler(args.scheduler, layout.view(), jobs, params)
     except ValueError as exc:
         raise BadInput(str(exc))
+    try:
+        transport = profile(args.transport, args.congestion_control)
+    except ValueError as exc:
+        raise BadInput(str(exc))
     return {"spec": spec, "layout": layout, "params": params, "scenario_path": os.path.abspath(path),
-            "scenario": resolved, "jobs": jobs, "faults": faults}
+            "scenario": resolved, "jobs": jobs, "faults": faults, "transport": transport}
 
 
 def fabric_spec(args) -> FabricSpec:
@@ -264,7 +272,7 @@ def check_out_dir(out: str) -> None:
         raise BadInput(f"--out {out}: cannot create or write it ({parent} is not a writable directory)")
 
 
-def preflight(datapath: str = "auto") -> None:
+def preflight(datapath: str = "auto", congestion_control: Optional[str] = None) -> None:
     if os.geteuid() != 0:
         raise BadInput("must run as root (Mininet needs it): sudo python testbed/run.py ...")
     for tool in ("ovs-vsctl", "mnexec", "tc", "ip", "ethtool", "ping"):
@@ -275,6 +283,9 @@ def preflight(datapath: str = "auto") -> None:
         raise BadInput("Open vSwitch is not running (ovs-vsctl show failed); run: sudo bash scripts/install.sh")
     if datapath == "kernel" and not os.path.isdir("/sys/module/openvswitch"):
         raise BadInput("--datapath kernel: the openvswitch kernel module is not loaded (use --datapath user)")
+    offered = available_congestion_controls()
+    if congestion_control and offered and congestion_control not in offered:
+        raise BadInput(f"--congestion-control {congestion_control}: this kernel offers {', '.join(offered)}")
     active = state.active_run()
     if active:
         raise BadInput(f"another run is active (runner pid {active['runner_pid']}, {active.get('out_dir')})")
@@ -337,7 +348,7 @@ def run(args, resolved: dict) -> int:
         "scenario_file": resolved["scenario_path"], "scenario": scenario.to_dict(), "seed": args.seed,
         "fabric": vars(resolved["spec"]) | {"oversubscription": resolved["spec"].oversubscription},
         "poll_interval_s": args.poll_interval, "class_floor": args.class_floor, "queue_ms": args.queue_ms,
-        "class_mode": args.class_mode, "transport": PROFILES[args.transport].to_dict(),
+        "class_mode": args.class_mode, "transport": resolved["transport"].to_dict(),
         "iterations_override": args.iterations, "time_limit_s": args.time_limit,
         "faults": [f.text for f in resolved["faults"]], "controller_recovery": args.controller_recovery,
         "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
@@ -354,7 +365,7 @@ def run(args, resolved: dict) -> int:
                  jobs=[] if args.no_workload else resolved["jobs"], poll_interval_s=args.poll_interval,
                  class_floor=args.class_floor, queue_ms=args.queue_ms, run_id=run_id, datapath=datapath,
                  class_mode=args.class_mode, restart_controllers=args.controller_recovery == "restart",
-                 transport=args.transport)
+                 transport=resolved["transport"])
     code = EXIT_FAILED
     unexpected = False
     try:
@@ -513,7 +524,7 @@ def _main(argv) -> int:
             resolved = validate(args)
             if args.engine == "fluid":
                 return run_fluid(args, resolved)
-            preflight(args.datapath)
+            preflight(args.datapath, resolved["transport"].congestion_control)
         except BadInput as exc:
             sys.stderr.write(f"run.py: {exc}\n")
             return EXIT_BAD_INPUT

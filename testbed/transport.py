@@ -30,7 +30,7 @@ Each setting's measured effect is in docs/fidelity.md (scripts/bench_fidelity.py
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Dict, List, Optional
 
 from testbed.qos import queue_packets
@@ -86,8 +86,26 @@ PROFILES: Dict[str, TransportProfile] = {
 DEFAULT_PROFILE = "tcp"
 
 
-def profile(name: str) -> TransportProfile:
+CONGESTION_CONTROLS = ("cubic", "reno", "bbr")
+
+
+def profile(name: str, congestion_control: Optional[str] = None) -> TransportProfile:
+    """A profile by name, with its congestion control replaced if one is given."""
     try:
-        return PROFILES[name]
+        found = PROFILES[name]
     except KeyError:
         raise ValueError(f"unknown transport profile {name!r}; known: {', '.join(PROFILES)}") from None
+    if congestion_control is None:
+        return found
+    if congestion_control not in CONGESTION_CONTROLS:
+        raise ValueError(f"unknown congestion control {congestion_control!r}; known: {', '.join(CONGESTION_CONTROLS)}")
+    return replace(found, congestion_control=congestion_control)
+
+
+def available_congestion_controls() -> List[str]:
+    """What this kernel offers (empty when it cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+            return f.read().split()
+    except OSError:
+        return []

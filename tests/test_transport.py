@@ -74,3 +74,13 @@ def test_a_resolved_scenario_reports_what_the_budget_cost():
     off = sc.resolve(hosts, 5.0, min_packets=0)
     assert off.granularity["wall_time_factor"] == 1 and off.scaling.time_scale < resolved.scaling.time_scale
     assert min(off.granularity["smallest_packets_per_op"].values()) < 5   # ResNet-50's tiny buckets, unmerged
+
+
+def test_a_congestion_control_replaces_the_profiles_and_reaches_the_route():
+    bbr = profile("lossless", "bbr")
+    assert bbr.congestion_control == "bbr" and bbr.rto_min_ms == PROFILES["lossless"].rto_min_ms
+    (route,) = [c for c in bbr.host_commands("h1-eth0", "10.0.0.1") if c.startswith("ip route replace")]
+    assert "congctl bbr" in route
+    assert profile("tcp", None) is PROFILES["tcp"]
+    with pytest.raises(ValueError, match="unknown congestion control"):
+        profile("tcp", "vegas")
