@@ -577,7 +577,10 @@ class Testbed:
         than that in its queues; past it Open vSwitch drops packets of any class and no counter says so
         (measured on the headline under the lossless profile: 2-3% of segments retransmitted, none dropped by
         tc; a capture showed them lost inside the switch). The socket belongs to ovs-vswitchd and lives as long
-        as it does, so its buffer is raised in place (``pidfd_getfd``) rather than by restarting the switch."""
+        as it does, so its buffer is raised in place (``pidfd_getfd``) rather than by restarting the switch. The
+        kernel datapath queues in the kernel and has no such socket."""
+        if self.datapath == "kernel":
+            return
         limits = [self.transport.queue_limit(rate, self.queue_ms, self._data_flows())
                   for rate in self.port_rates().values()]
         need = NUM_CLASSES * sum(limits) * ovs.PACKET_TRUESIZE
