@@ -86,7 +86,7 @@ def main(argv=None) -> int:
         grid.append({"step_latency_s": step, "queue_delay_s": queue, "rmse": (err / n) ** 0.5})
     best = min(grid, key=lambda g: g["rmse"])
     fit = {"params": dict(fixed, step_latency_s=best["step_latency_s"], queue_delay_s=best["queue_delay_s"]),
-           "rmse_per_job": best["rmse"], "runs": [f.path for f, _s in runs], "ring_model": args.ring_model,
+           "rmse_per_job": best["rmse"], "runs": [os.path.relpath(f.path, PROJECT_DIR) for f, _s in runs], "ring_model": args.ring_model,
            "grid": grid, "fit_wall_s": time.time() - t0,
            "command": " ".join(["scripts/fit_twin.py"] + (argv if argv is not None else sys.argv[1:]))}
     with open(args.out, "w") as f:
