@@ -280,13 +280,12 @@ class Testbed:
         except OSError as exc:
             LOG.warning("cannot raise %s (%s): %s", name, exc, why)
 
-    def _restore_sysctl(self, name: Optional[str] = None) -> None:
-        """Put back one raised setting (``name``) or all of them."""
-        restore = self.state.data.get("sysctl_restore", {})
-        paths = [p for p in restore if name is None or p == "/proc/sys/" + name.replace(".", "/")]
-        for path in paths:
-            state.restore_sysctl(path, restore.pop(path))
-        if paths:
+    def _restore_sysctl(self) -> None:
+        """Put back every setting this run raised."""
+        restore = self.state.data.pop("sysctl_restore", {})
+        for path, old in restore.items():
+            state.restore_sysctl(path, old)
+        if restore:
             self.state.save()
 
     def _raise_datagram_queue(self) -> None:

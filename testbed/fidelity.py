@@ -30,7 +30,7 @@ from core.fabric import FABRIC_NAME
 from core.model import JobSpec
 from core.ring import packets_per_hop
 from core.stats import percentile
-from testbed.ovs import PACKET_TRUESIZE
+from testbed.ovs import FRAME_BYTES, PACKET_TRUESIZE
 from testbed.qos import parse_qdisc_stats
 from testbed.results import RunFolder
 from workloads.scaling import DEFAULT_MIN_PACKETS
@@ -263,7 +263,7 @@ def verdict(folder: RunFolder, tb, monitor: Optional[FidelityMonitor], job_specs
         if send:
             # What the sampled backlogs would have charged to Open vSwitch's send socket at their peak.
             per_tick = [sum(v) for v in zip(*monitor.backlog.values())] if monitor.backlog else [0]
-            send["peak_charged"] = int(max(per_tick, default=0) * PACKET_TRUESIZE / 1514)
+            send["peak_charged"] = int(max(per_tick, default=0) * PACKET_TRUESIZE / FRAME_BYTES)
             result["ovs_send_buffer"] = send
             if send.get("bytes") and send["peak_charged"] > SEND_BUFFER_LIMIT * send["bytes"]:
                 warnings.append(f"the class FIFOs held up to {send['peak_charged']} bytes against Open vSwitch's "

@@ -15,6 +15,7 @@ import socket
 from typing import Dict, Optional
 
 PID_FILE = "/var/run/openvswitch/ovs-vswitchd.pid"
+FRAME_BYTES = 1514              # a full-size Ethernet frame, as a FIFO's backlog counts it
 PACKET_TRUESIZE = 4096          # bytes a queued full-size packet charges to its socket (skb and data), rounded up
 MIN_SEND_BUFFER = 64 << 20      # asked for at least: far above what 64 hosts' FIFOs hold at 5 Mbit/s (~22 MB)
 SYS_PIDFD_GETFD = 438           # the same number on every architecture (added after the syscall tables merged)
