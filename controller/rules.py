@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
-from core.classes import class_to_dscp
+from core.classes import ACK_CLASS, class_to_dscp  # noqa: F401  (ACK_CLASS: part of this module's vocabulary)
 from core.fabric import TIER_LEAF, FabricLayout, leaf_name, pick_path
 from core.model import Decision, FlowKey
 
@@ -34,7 +34,6 @@ FLOW_COOKIE = 1 << 40          # marks per-flow scheduling rules (flow stats are
 PIN_COOKIE = 1 << 41           # flows pinned by the runner (traffic checks, benchmarks)
 TRANSIT_COOKIE = 1 << 42       # a chosen path's rules beyond the ingress leaf (no counters wanted)
 PRIO_FLOW, PRIO_DEFAULT = 100, 10
-ACK_CLASS = 7                  # class of the ACK direction of every data flow
 DEFAULT_DECISION = Decision()  # class 0, hashed path: what a flow gets when the policy does not name it
 IPV4 = 0x0800
 

@@ -16,6 +16,7 @@ from controller.schedulers.compression import compress, compress_log
 from controller.schedulers.crux import CruxScheduler, job_intensity, overlap_window, select_paths
 from controller.schedulers.flux import FluxScheduler
 from controller.schedulers.registry import SCHEDULERS, make_scheduler, parse_params, scheduler_names
+from core.classes import ACK_CLASS
 from core.fabric import FabricLayout, FabricSpec, FabricView
 from core.model import Bucket, Decision, JobSpec, ModelProfile, OperationEvent, OperationId
 
@@ -80,7 +81,7 @@ def test_bytescheduler_first_layer_buckets_get_higher_class_in_every_job():
     for job in (a, b):
         classes = [job_class(rules, job, bucket) for bucket in range(len(job.model.buckets))]
         assert classes == sorted(classes) and len(set(classes)) == len(classes)
-        assert classes[0] == 0 and classes[-1] == 7  # first layers (highest index) most urgent
+        assert classes[0] == 0 and classes[-1] == 6  # first layers (highest index) most urgent; 7 is the ACKs'
         assert all(rules[f].path is None for bk in range(len(job.model.buckets)) for f in job.flows(bk))
     assert len(rules) == 2 * 4 + 3 * 6  # every flow of every bucket, up front
 
@@ -97,9 +98,9 @@ def test_bytescheduler_ignores_other_jobs():
 
 
 def test_bytescheduler_rank_mapping():
-    assert [bucket_class(b, 10, "rank") for b in range(10)] == [0, 0, 0, 1, 2, 3, 4, 5, 6, 7]
-    assert [bucket_class(b, 3, "linear") for b in range(3)] == [0, 4, 7]
-    assert bucket_class(0, 1) == 7
+    assert [bucket_class(b, 10, "rank") for b in range(10)] == [0, 0, 0, 0, 1, 2, 3, 4, 5, 6]
+    assert [bucket_class(b, 3, "linear") for b in range(3)] == [0, 3, 6]
+    assert bucket_class(0, 1) == 6
 
 
 # -- Crux --------------------------------------------------------------------------------------------------------
@@ -137,7 +138,7 @@ def test_crux_higher_intensity_job_gets_higher_class_on_all_its_flows():
     assert sched.intensities[0].intensity > sched.intensities[1].intensity
     rules = sched.decide(0.0)
     assert job_class(rules, heavy) > job_class(rules, light)
-    assert job_class(rules, heavy) == 7
+    assert job_class(rules, heavy) == 6  # the top data class: 7 carries ACKs
     assert len(rules) == 2 * 4 * 2  # static: all flows of all buckets without any event
     assert sched.decide(1.0) == rules
 
@@ -207,8 +208,8 @@ def test_crux_compresses_twelve_jobs_in_intensity_order():
     rules = sched.decide(0.0)
     by_priority = sorted(jobs, key=lambda j: sched.intensities[j.index].priority)
     classes = [job_class(rules, j) for j in by_priority]
-    assert classes == sorted(classes) and classes[-1] == 7 and set(classes) <= set(range(8))
-    assert len(set(classes)) == 8
+    assert classes == sorted(classes) and classes[-1] == 6 and set(classes) <= set(range(7))
+    assert len(set(classes)) == 7
 
 
 def test_published_crux_gives_equal_jobs_unique_classes_and_cuts_the_contention_dag():
@@ -218,16 +219,16 @@ def test_published_crux_gives_equal_jobs_unique_classes_and_cuts_the_contention_
     jobs = [make_job(i, [1 + i, 5 + i], make_model()) for i in range(4)]
     published = CruxScheduler(fabric, jobs).decide(0.0)
     contiguous = CruxScheduler(fabric, jobs, {"compression": "contiguous"}).decide(0.0)
-    assert [job_class(published, j) for j in jobs] == [7, 6, 5, 4]
-    assert {job_class(contiguous, j) for j in jobs} == {7}
-    # Twelve jobs that all meet on the one spine: every class used, never a lower class for a higher priority.
+    assert [job_class(published, j) for j in jobs] == [6, 5, 4, 3]
+    assert {job_class(contiguous, j) for j in jobs} == {6}
+    # Twelve jobs that all meet on the one spine: every data class used, never a lower class for a higher priority.
     fabric = make_fabric(spines=1, per_leaf=12)
     jobs = [make_job(i, [1 + i, 13 + i], make_model(bucket_bytes=50_000 * (i + 1))) for i in range(12)]
     sched = CruxScheduler(fabric, jobs, {"overlap_scale": 0.0})
     rules = sched.decide(0.0)
     by_priority = sorted(jobs, key=lambda j: (sched.intensities[j.index].priority, -j.index))
     classes = [job_class(rules, j) for j in by_priority]
-    assert classes == sorted(classes) and set(classes) == set(range(8))
+    assert classes == sorted(classes) and set(classes) == set(range(7))  # every data class, never the ACK class
 
 
 def test_the_k_cut_separates_contending_pairs_that_contiguous_groups_would_merge():
@@ -264,7 +265,7 @@ def test_flux_lifts_a_stalling_light_job_above_an_intensive_job_with_slack():
     scores = flux.scores(t + 0.05)
     assert scores[OperationId(0, 0, 3)].intensity > scores[OperationId(1, 0, 3)].intensity
     assert scores[OperationId(1, 0, 3)].waiting and scores[OperationId(0, 0, 3)].slack_s > 1.0
-    assert job_class(rules, light, 3) > job_class(rules, heavy, 3) >= 1
+    assert job_class(rules, light, 3) > job_class(rules, heavy, 3)
     # Flows of buckets with no live operation rest below the stalled operation, and keep the job's spine.
     assert 1 <= job_class(rules, light, 0) < job_class(rules, light, 3)
     assert rules[heavy.flow(0, 0)].path is not None
@@ -376,7 +377,7 @@ def test_flux_never_demotes_a_live_operation_by_default():
     assert seen == sorted(seen) and seen[0] >= first   # only ever up while live
     # the stalled operation is still lifted, into the top classes, without pushing the other one down
     assert job_class(flux.decide(0.4), light, 3) > before_wait
-    assert job_class(flux.decide(0.4), light, 3) >= 6
+    assert job_class(flux.decide(0.4), light, 3) >= 5
 
 
 def test_flux_without_events_rests_by_intensity():
@@ -385,7 +386,7 @@ def test_flux_without_events_rests_by_intensity():
     rules = flux.decide(0.0)
     # No operation is live: every flow rests at its job's intensity, the intensive job above the light one.
     assert len({job_class(rules, heavy, b) for b in range(len(heavy.model.buckets))}) == 1
-    assert job_class(rules, heavy, 0) > job_class(rules, light, 0) >= 1
+    assert job_class(rules, heavy, 0) > job_class(rules, light, 0)
     assert {d.path for d in rules.values()} == {0, 1}  # the two cross-leaf jobs on different spines
     assert flux.decide(0.1) == rules and flux.period_s == 0.1
 
@@ -446,7 +447,7 @@ def test_scores_are_finite_for_unknown_deadlines():
     feed(flux, launch(heavy, 0, 0.0, needed_at=0.0), 0.0)  # needed_at unknown
     (score,) = flux.scores(0.0).values()
     assert math.isinf(score.slack_s) and 0 < score.urgency < 1e-6 and math.isfinite(score.log_score)
-    assert job_class(flux.decide(0.0), heavy, 0) >= 1
+    assert job_class(flux.decide(0.0), heavy, 0) < ACK_CLASS  # data never rides with the ACKs
 
 
 def test_tracker_ignores_events_of_finished_operations():
@@ -484,8 +485,8 @@ def test_flux_banded_mode_never_interleaves_jobs():
     feed(flux, [OperationEvent("wait", light.index, 0, 0, 3, 0.05)], 0.05)   # the light job stalls...
     feed(flux, launch(heavy, 0, 0.05, needed_at=9.0), 0.05)                  # ...the intensive one has slack
     rules = flux.decide(0.06)
-    assert job_class(rules, light, 3) == lhi                 # lifted to the top of its own band
-    assert min(job_class(rules, heavy, b) for b in range(len(heavy.model.buckets))) >= hlo
+    assert job_class(rules, light, 3) == lhi - 1             # lifted to the top of its own band (level l: class l-1)
+    assert min(job_class(rules, heavy, b) for b in range(len(heavy.model.buckets))) >= hlo - 1
     with pytest.raises(ValueError, match="mode"):
         FluxScheduler(fabric, [heavy, light], {"mode": "nonsense"})
 
@@ -709,3 +710,17 @@ def test_flux_v2_layer_order_shares_a_class_rather_than_starve_a_live_operation_
     feed(flux, launch(mixed[1], 0, t, needed_at=t + 5.0), t)
     feed(flux, launch(mixed[0], 3, t + 0.01, needed_at=t + 5.0), t + 0.01)
     assert job_class(flux.decide(t + 0.02), mixed[0], 3) == flux.base[0] and flux.lowered == 0
+
+
+def test_no_data_in_the_ack_class_except_flux_steals():
+    """Class 7 carries every flow's ACKs: data there would hold them behind its queue (core/classes.py)."""
+    fabric, heavy, light = _two_tenant_world()
+    many = [make_job(i, [1 + i, 13 + i], make_model(bucket_bytes=50_000 * (i + 1))) for i in range(12)]
+    for name, params in [("bytescheduler", {}), ("crux", {}), ("crux", {"compression": "contiguous"}),
+                         ("flux-v1", {}), ("flux-v1", {"mode": "banded"}), ("flux", {"steal": False})]:
+        for world, jobs in [(fabric, [heavy, light]), (make_fabric(spines=1, per_leaf=12), many)]:
+            sched = make_scheduler(name, world, jobs, params)
+            for job in jobs:
+                feed(sched, launch(job, len(job.model.buckets) - 1, 0.0, needed_at=0.0), 0.0)
+            classes = {d.priority_class for d in sched.decide(0.01).values()}
+            assert classes and max(classes) < ACK_CLASS, (name, params, sorted(classes))

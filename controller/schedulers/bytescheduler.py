@@ -5,12 +5,12 @@ needs the first layers first, so their gradients should be sent first even thoug
 them last. Here a bucket is the unit of scheduling (the workload fixes bucket sizes, so ByteScheduler's tensor
 partitioning and credit-based sending are not modelled); its priority class comes from its position only:
 
-    linear:  class(b) = floor(7 * b / (B - 1) + 1/2)      (B = buckets of the job; B = 1 -> class 7)
-    rank:    class(b) = max(0, 7 - (B - 1 - b))            (first-layer bucket 7, next 6, ..., the rest 0)
+    linear:  class(b) = floor(6 * b / (B - 1) + 1/2)      (B = buckets of the job; B = 1 -> class 6)
+    rank:    class(b) = max(0, 6 - (B - 1 - b))            (first-layer bucket 6, next 5, ..., the rest 0)
 
 b = 0 holds the last layers (launched first), b = B - 1 the first layers, so class grows with b. ``linear``
-spreads a job's buckets over all 8 classes; ``rank`` gives the 7 most urgent buckets distinct classes and lets
-the others share class 0. Every job uses the same mapping and nothing depends on other jobs: two jobs' buckets
+spreads a job's buckets over the 7 data classes 0..6 (class 7 carries ACKs, core/classes.py); ``rank`` gives
+the 6 most urgent buckets distinct classes and lets the others share class 0. Every job uses the same mapping and nothing depends on other jobs: two jobs' buckets
 at the same relative position share a class whatever their sizes or intensities (no inter-job awareness, which
 is what the multi-tenant policies improve on). Paths are left to ECMP (path None).
 
@@ -25,7 +25,7 @@ from typing import Dict, Mapping, Optional, Sequence
 from controller.schedulers.base import Scheduler
 from controller.schedulers.compression import count_changes
 from controller.schedulers.crux import check_placed
-from core.classes import NUM_CLASSES
+from core.classes import DATA_CLASSES
 from core.fabric import FabricView
 from core.model import Decision, FlowKey, JobSpec
 
@@ -33,8 +33,8 @@ MAPPINGS = ("linear", "rank")
 
 
 def bucket_class(bucket: int, buckets: int, mapping: str = "linear") -> int:
-    """Priority class of ``bucket`` in a job with ``buckets`` buckets (highest index = first layers = 7)."""
-    top = NUM_CLASSES - 1
+    """Priority class of ``bucket`` in a job with ``buckets`` buckets (highest index = first layers = 6)."""
+    top = DATA_CLASSES - 1
     if not 0 <= bucket < buckets:
         raise ValueError(f"bucket {bucket} outside 0..{buckets - 1}")
     if buckets == 1:
@@ -53,7 +53,7 @@ class ByteScheduler(Scheduler):
     period_s = None
     reconcile_on = ()  # static: events never change a decision
     defaults = {
-        "mapping": "linear",  # linear | rank: how bucket position maps to classes 0..7
+        "mapping": "linear",  # linear | rank: how bucket position maps to classes 0..6
     }
 
     def __init__(self, fabric: FabricView, jobs: Sequence[JobSpec], params: Optional[Mapping] = None):

@@ -44,7 +44,7 @@ many such hops. ``paths=hashed``: path None (ECMP), priority only.
 Classes. Two jobs contend when their link sets (with the chosen paths; hashed hops count on every path)
 intersect. ``compression=published`` (the default) follows the paper: every job has a unique priority (P_j, then
 the job index, breaks ties), contending jobs form a DAG from higher to lower priority, and the jobs are cut into
-the 8 classes along a topological order of that DAG so that as many contending pairs as possible (weighted by
+the 7 data classes (0..6; class 7 carries ACKs, core/classes.py) along a topological order of that DAG so that as many contending pairs as possible (weighted by
 how much their priorities differ) sit in different classes: a maximum K-cut, searched over 32 seeded random
 topological orders (``compression.compress_kcut``). Equal-intensity jobs that share links therefore interleave
 instead of sharing a class. ``compression=contiguous`` is the earlier variant: P_j compressed with
@@ -59,6 +59,7 @@ from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence,
 
 from controller.schedulers.base import Scheduler
 from controller.schedulers.compression import compress, compress_kcut, count_changes
+from core.classes import DATA_CLASSES
 from core.fabric import FabricView
 from core.model import Decision, FlowKey, JobSpec
 from core.ring import ring_bytes_per_rank
@@ -255,9 +256,9 @@ class CruxScheduler(Scheduler):
         self.paths, self.contention = place_paths(fabric, self.jobs, self.intensities, self.params["paths"])
         networked = {i: p for i, p in priority.items() if self.intensities[i].comm_s > 0}
         if self.params["compression"] == "published":
-            self.classes: Dict[int, int] = compress_kcut(networked, pairs_of(self.contention))
+            self.classes: Dict[int, int] = compress_kcut(networked, pairs_of(self.contention), levels=DATA_CLASSES)
         elif self.params["compression"] == "contiguous":
-            self.classes = compress(networked, contention=pairs_of(self.contention))
+            self.classes = compress(networked, levels=DATA_CLASSES, contention=pairs_of(self.contention))
         else:
             raise ValueError(f"compression must be published or contiguous, not {self.params['compression']!r}")
         self.changes = 0

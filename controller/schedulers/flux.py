@@ -30,8 +30,9 @@ intensive job always wins. Raw intensity I_j is used, not Crux's overlap-correct
 for the overlap, per operation. ln U is floored at -20 (slack beyond 20 tau is equally non-urgent) so scores stay
 finite.
 
-Classes. Scores go through ``compression.compress_log`` into 7 classes (1..7), with contention between
-operations of jobs that share a link (and within a job); class 0 stays with traffic that is not a job's. A
+Classes. Scores go through ``compression.compress_log`` into 7 levels (1..7, 0 meaning none yet), with
+contention between operations of jobs that share a link (and within a job); level l travels in data class l - 1
+(0..6: class 7 carries ACKs, core/classes.py). A
 bucket's flows between two operations keep a *resting* score, its job's intensity with the urgency of
 ``rest_slack_s`` of slack, compressed together with the live operations: an operation's first packets leave
 before its ``launch`` event has become a rule, and for a small bucket that can be most of the operation, so
@@ -137,7 +138,8 @@ class _Held:
 
 
 class FluxScheduler(Scheduler):
-    """Per-operation urgency x job intensity, compressed into classes 1..7 with hysteresis and dwell time."""
+    """Per-operation urgency x job intensity, compressed into levels 1..7 (data classes 0..6) with hysteresis and
+    dwell time."""
 
     name = "flux-v1"
     period_s = 0.1
@@ -235,7 +237,7 @@ class FluxScheduler(Scheduler):
     def _make_bands(self) -> Dict[int, Tuple[int, int]]:
         """Job index -> (lowest, highest) class of its band, for "banded" mode.
 
-        Jobs in decreasing intensity take the classes from 7 down; with fewer jobs than the 7 classes, the spare
+        Jobs in decreasing intensity take the levels from 7 down; with fewer jobs than the 7 classes, the spare
         classes go one at a time to the jobs from the least intensive up: they communicate the most, so they
         have the most operations to tell apart. With 7 jobs or more, jobs share classes by compression of their
         intensities (no room for operations)."""
@@ -327,7 +329,7 @@ class FluxScheduler(Scheduler):
                 if jobs[i] == jobs[k] or (jobs[i], jobs[k]) in contending_jobs]
 
     def classes(self, now: float) -> Dict[OperationId, int]:
-        """Class 1..7 of every live operation after hysteresis and dwell time; updates the held state.
+        """Level 1..7 of every live operation after hysteresis and dwell time; updates the held state.
 
         Compression runs on integer keys (operation indexes): it is called on every event, and hashing
         dataclass keys in its pairwise loops dominated the controller's CPU."""
@@ -400,7 +402,7 @@ class FluxScheduler(Scheduler):
                                 for job in self.jobs if job.index in self.log_intensity
                                 for bucket in range(len(job.model.buckets))]
         for key, flows in self._flow_cache:
-            cls = bucket_class.get(key, 0)
+            cls = max(bucket_class.get(key, 1) - 1, 0)      # level 1..7 -> data class 0..6
             for flow, path in flows:
                 decision = self._decisions.get((cls, path))
                 if decision is None:

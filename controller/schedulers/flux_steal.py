@@ -7,7 +7,7 @@ operation continuously; in the emulation it lost to Crux, mainly because live fl
 packets, flows stranded in a starved class, TCP timeouts) and because waiting heavy operations jumped light ones
 (docs/headline.md). v2 keeps Crux's order as the base and adds one exception, decided once per operation:
 
-* **Base.** Classes 0..6 hold a static order; class 7 is kept for steals. Where jobs differ in intensity
+* **Base.** Classes 0..6 hold a static order; class 7, the ACK class (core/classes.py), is kept for steals. Where jobs differ in intensity
   (``bands=jobs``), every job gets Crux's class (published compression, ``crux.CruxScheduler``): a job order.
   Where every job has the same intensity (``bands=layers``; ``auto`` picks it when all priorities are within
   5%), a job order has nothing to go by but a tie-break that starves the last jobs; instead all jobs share one
@@ -53,13 +53,14 @@ from controller.schedulers.crux import (
     place_paths,
     validate_path_params,
 )
-from core.classes import NUM_CLASSES
+from core.classes import ACK_CLASS
 from core.fabric import FabricView
 from core.model import Decision, FlowKey, JobSpec, OperationEvent, OperationId
 from core.ring import ring_bytes_per_rank
 from workloads.program import IterationProgram
 
-STEAL_CLASS = NUM_CLASSES - 1
+#: Steals share the ACK class: a steal is short (steal_max_s), so ACKs wait behind little data there.
+STEAL_CLASS = ACK_CLASS
 BANDS = ("auto", "jobs", "layers")
 #: Jobs whose priorities differ by less than this (relative) count as equally intensive.
 EQUAL_INTENSITY = 0.05
@@ -214,7 +215,7 @@ class FluxStealScheduler(Scheduler):
 
     def band_class(self, job: JobSpec, bucket: int) -> int:
         """A bucket's class: its job's level x inner + its layer position spread over 0..inner-1 (the last
-        bucket, the first layers, highest), as ``bytescheduler``'s linear mapping does over 0..7."""
+        bucket, the first layers, highest), as ``bytescheduler``'s linear mapping does over 0..6."""
         buckets = len(job.model.buckets)
         inside = int(math.floor((self.inner - 1) * bucket / (buckets - 1) + 0.5)) if buckets > 1 else self.inner - 1
         return self.base[job.index] * self.inner + inside
