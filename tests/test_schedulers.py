@@ -660,11 +660,14 @@ def test_flux_v2_orders_layers_across_jobs_of_equal_intensity_and_jobs_otherwise
     from controller.schedulers.flux_steal import FluxStealScheduler
     fabric = make_fabric(spines=1)
     twins = [make_job(0, [1, 5], LIGHT), make_job(1, [2, 6], LIGHT)]
-    flux = FluxStealScheduler(fabric, twins, {})
+    flux = FluxStealScheduler(fabric, twins, {"layer_classes": 4})
     assert flux.bands == "layers"
     rules = flux.decide(0.0)
     for job in twins:   # no job above the other: each bucket's class comes from its layer position alone
-        assert [job_class(rules, job, b) for b in range(4)] == [0, 1, 2, 3]   # layer_classes=4
+        assert [job_class(rules, job, b) for b in range(4)] == [0, 1, 2, 3]
+    rules = FluxStealScheduler(fabric, twins, {}).decide(0.0)
+    for job in twins:   # by default two classes: the first-layer half above the last-layer half
+        assert [job_class(rules, job, b) for b in range(4)] == [0, 0, 1, 1]
     mixed = [make_job(0, [1, 5], HEAVY), make_job(1, [2, 6], LIGHT)]
     flux = FluxStealScheduler(fabric, mixed, {})
     assert flux.bands == "jobs"
@@ -686,7 +689,7 @@ def test_flux_v2_layer_order_shares_a_class_rather_than_starve_a_live_operation_
     t = 10.0
     placed = {}
     for starve_max_s in (0.0, 0.2, 1.0):
-        flux = FluxStealScheduler(fabric, twins, {"starve_max_s": starve_max_s})
+        flux = FluxStealScheduler(fabric, twins, {"starve_max_s": starve_max_s, "layer_classes": 4})
         feed(flux, launch(twins[0], 0, t, needed_at=t + 5.0), t)              # class 0, live
         feed(flux, launch(twins[1], 3, t + 0.01, needed_at=t + 5.0), t + 0.01)
         placed[starve_max_s] = (job_class(flux.decide(t + 0.02), twins[1], 3), flux.lowered)
@@ -694,7 +697,7 @@ def test_flux_v2_layer_order_shares_a_class_rather_than_starve_a_live_operation_
     assert placed[1.0] == (3, 0)          # 0.32 s above a live operation is within a 1 s budget
     assert placed[0.2] == (0, 1)          # past 0.2 s: it shares class 0 with the live operation
     # Once the live operation is done, the bucket's flows go back to their layer class.
-    flux = FluxStealScheduler(fabric, twins, {"starve_max_s": 0.2})
+    flux = FluxStealScheduler(fabric, twins, {"starve_max_s": 0.2, "layer_classes": 4})
     feed(flux, launch(twins[0], 0, t, needed_at=t + 5.0), t)
     feed(flux, launch(twins[1], 3, t + 0.01, needed_at=t + 5.0), t + 0.01)
     for job in twins:
