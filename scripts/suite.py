@@ -15,7 +15,8 @@ The bound of a scenario (``scripts/bounds.py``: each job alone on the same hosts
 the fluid engine with its calibrated model, whatever engine the runs use: it is cheap and needs no root, and the
 twin's cross-validation (docs/twin.md) says how far it is from the emulation. Output: ``<out>/suite.csv`` (one
 row per scenario and variant: mean, min and max cluster GPU utilisation over the completed runs, runs, unfaithful
-runs, TCP timeouts per run, U/U_bound, and the fraction of the attainable gain (U - U_ecmp) / (U_bound - U_ecmp)),
+runs, TCP timeouts, switch drops and Flux's steals per run, U/U_bound, and the fraction of the attainable gain
+(U - U_ecmp) / (U_bound - U_ecmp)),
 ``<out>/suite.md`` (the same as a table), ``<out>/suite.png`` and a JSON summary on stdout.
 Exit codes: 0 every run completed, 1 some failed, 2 bad input, 130 interrupted.
 """
@@ -44,7 +45,8 @@ if __name__ == "__main__":
 import numpy as np  # noqa: E402
 
 from scripts import bounds as bounds_script  # noqa: E402
-from testbed.results import discover_runs  # noqa: E402
+from testbed.results import CLUSTER, SUMMARY_CSV, discover_runs, read_summary_csv  # noqa: E402
+from testbed.results import collect as collect_sweep  # noqa: E402
 
 SUITE_DIR = os.path.join(PROJECT_DIR, "workloads", "scenarios", "suite")
 SWEEP = [sys.executable, os.path.join(PROJECT_DIR, "scripts", "sweep.py")]
@@ -108,27 +110,41 @@ def scenario_bound(scenario: str, out: str) -> Optional[dict]:
 
 
 def variant_figures(folder: str) -> dict:
-    """Cluster utilisation and timeouts over the completed runs of one sweep folder."""
+    """Cluster utilisation, and where the time went (TCP timeouts, packets the switches dropped, Flux's steals),
+    over the completed runs of one sweep folder. Drops exist only in the emulation (tc counters).
+
+    Read from the folder's summary.csv, rebuilt first from its run folders when they are here: a clone of the
+    repository keeps the tables (run folders stay out of it) and can still be tabulated."""
+    path = os.path.join(folder, SUMMARY_CSV)
     if not os.path.isdir(folder):
         return {"runs": 0}
     records, _ = discover_runs(folder)
-    utils, timeouts, unfaithful, failed = [], [], 0, 0
-    for record in records:
-        summary = record.summary
-        if not record.ok or summary is None or summary.cluster.get("gpu_utilization") is None:
+    if any(record.summary is not None for record in records):
+        collect_sweep(folder)
+    if not os.path.exists(path):
+        return {"runs": 0}
+    rows, _ = read_summary_csv(path)
+    utils, timeouts, drops, steals, unfaithful, failed = [], [], [], [], 0, 0
+    for row in rows:
+        if row.get("job") != CLUSTER:
+            continue
+        if row.get("ok") != "True" or not row.get("gpu_utilization"):
             failed += 1
             continue
-        utils.append(float(summary.cluster["gpu_utilization"]))
-        tcp = (summary.fidelity or {}).get("tcp") or {}
-        timeouts.append(tcp["timeouts"] if "timeouts" in tcp
-                        else sum(int(j.figures.get("timeouts") or 0) for j in summary.jobs))
-        if summary.faithful is False:
+        utils.append(float(row["gpu_utilization"]))
+        for name, values in (("timeouts", timeouts), ("drops", drops), ("steals", steals)):
+            if row.get(name):
+                values.append(float(row[name]))
+        if row.get("faithful") == "False":
             unfaithful += 1
     if not utils:
         return {"runs": 0, "failed": failed}
+
+    def mean(values):
+        return float(np.mean(values)) if values else None
     return {"runs": len(utils), "failed": failed, "unfaithful": unfaithful, "u_mean": float(np.mean(utils)),
             "u_min": float(np.min(utils)), "u_max": float(np.max(utils)),
-            "timeouts_per_run": float(np.mean(timeouts))}
+            "timeouts_per_run": mean(timeouts), "drops_per_run": mean(drops), "steals_per_run": mean(steals)}
 
 
 def collect(out: str, scenarios: List[str], variants: List[str]) -> List[dict]:
@@ -151,7 +167,7 @@ def collect(out: str, scenarios: List[str], variants: List[str]) -> List[dict]:
 
 
 COLUMNS = ["scenario", "variant", "runs", "failed", "unfaithful", "u_mean", "u_min", "u_max", "u_bound", "of_bound",
-           "gain_fraction", "timeouts_per_run"]
+           "gain_fraction", "timeouts_per_run", "drops_per_run", "steals_per_run"]
 
 
 def write_outputs(out: str, rows: List[dict], engine: str) -> None:

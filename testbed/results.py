@@ -323,8 +323,12 @@ MANIFEST = "sweep.json"      # a sweep's grid and the state of its combinations 
 SUMMARY_CSV = "summary.csv"  # one row per run and job, plus a CLUSTER row per run
 CLUSTER = "__cluster__"
 RUN_COLUMNS = ["run_id", "scheduler", "scenario", "seed"]
+#: ``timeouts``: TCP retransmission timeouts (a job's, or the run's on the CLUSTER row); ``drops``: packets the
+#: switches' class queues dropped and ``steals``: Flux's steals (CLUSTER row; empty where the engine has none).
+#: Enough to tabulate a sweep from this file alone, without its run folders (scripts/suite.py).
 JOB_COLUMNS = ["job", "model", "workers", "iterations", "iteration_time_mean_s", "iteration_time_p99_s",
-               "gpu_utilization", "gpu_utilization_reconstructed", "faithful", "ok", "error"]
+               "gpu_utilization", "gpu_utilization_reconstructed", "timeouts", "drops", "steals", "faithful", "ok",
+               "error"]
 
 
 @dataclass(frozen=True)
@@ -464,6 +468,13 @@ def summary_rows(record: RunRecord, axes) -> List[dict]:
         why = "not run" if not record.exists else "no summary.json (unfinished or killed run)"
         return [dict(base, job=CLUSTER, ok=False, error=why)]
     ok, faithful = summary.ok is True, _cell(summary.faithful)
+    fidelity, controller = summary.fidelity or {}, summary.controller or {}
+    by_job = fidelity.get("tcp_by_job") or {}
+
+    def job_timeouts(job):
+        if job.name in by_job:
+            return by_job[job.name].get("timeouts")
+        return job.figures.get("timeouts")
     rows = []
     for job in summary.jobs:
         rows.append(dict(base, job=job.name, model=job.model, workers=_cell(job.workers),
@@ -471,12 +482,18 @@ def summary_rows(record: RunRecord, axes) -> List[dict]:
                          iteration_time_p99_s=_cell(job.iteration_time_p99_s),
                          gpu_utilization=_cell(job.gpu_utilization),
                          gpu_utilization_reconstructed=_cell(job.gpu_utilization_reconstructed),
+                         timeouts=_cell(job_timeouts(job)),
                          faithful=faithful, ok=ok, error=job.error or summary.error or ""))
+    run_timeouts = (fidelity.get("tcp") or {}).get("timeouts")
+    if run_timeouts is None and summary.jobs and all(job_timeouts(j) is not None for j in summary.jobs):
+        run_timeouts = sum(job_timeouts(j) for j in summary.jobs)
     cluster = summary.cluster
     rows.append(dict(base, job=CLUSTER, model="", workers=_cell(cluster.get("gpus")), iterations="",
                      iteration_time_mean_s="", iteration_time_p99_s="",
                      gpu_utilization=_cell(cluster.get("gpu_utilization")),
                      gpu_utilization_reconstructed=_cell(cluster.get("gpu_utilization_reconstructed")),
+                     timeouts=_cell(run_timeouts), drops=_cell((fidelity.get("classes") or {}).get("dropped")),
+                     steals=_cell(controller.get("steals")),
                      faithful=faithful, ok=ok, error=summary.error or ""))
     return rows
 
