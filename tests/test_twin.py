@@ -225,3 +225,32 @@ def test_model_parameters_are_checked():
     with pytest.raises(ValueError):
         ModelParams.from_dict({"latency": 1})
     assert twin.calibrated().goodput < 1 and IDEAL.rto_s == 0
+
+
+class _OneClassOnePath(Scheduler):
+    """Every flow of every bucket of every job in class 1 on path 0: everything shares one FIFO per link."""
+
+    name = "one-class"
+
+    def decide(self, now):
+        return {j.flow(r, b): Decision(1, 0) for j in self.jobs for b in range(len(j.model.buckets))
+                for r in range(j.workers)}
+
+
+@pytest.mark.parametrize("ring_model", ["steps", "pipelined"])
+def test_queueing_is_charged_behind_another_jobs_flow_not_behind_ones_own(ring_model):
+    from twin.engine import FluidSim
+    view = LAYOUT.view()
+    queueing = IDEAL.with_(queue_delay_s=0.01)
+
+    def run(jobs, params):
+        return FluidSim(Network(LAYOUT, view), jobs, _OneClassOnePath(view, jobs), params, ring_model=ring_model).run()
+    # One job, two buckets in flight together on the same links: the fluid model shares the links between them
+    # already, and no queueing is charged on top.
+    hosts = [HOSTS[0], HOSTS[4], HOSTS[8], HOSTS[12]]
+    profile = ModelProfile("two", "t", 1, (Bucket(0, 400_000, 0.0, 0.0), Bucket(1, 400_000, 0.0, 0.0)))
+    one = JobSpec(0, "j0", profile, 4, 1, hosts=tuple(h[0] for h in hosts), addresses=tuple(h[1] for h in hosts))
+    assert run([one], queueing).sim_time_s == pytest.approx(run([one], IDEAL).sim_time_s, rel=1e-9)
+    # Two jobs in that class on those links: each one's steps wait behind the other's queue.
+    a, b = _two_jobs_on_the_same_hosts_links()
+    assert run([a, b], queueing).sim_time_s > run([a, b], IDEAL).sim_time_s + 0.5 * ring_steps(4) * 0.01

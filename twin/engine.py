@@ -177,6 +177,8 @@ class FluidSim:
             self.ent_conns = [[self.conn_index[(j, r, b)] for r in range(self._job(j).workers)] for j, b in rings]
         else:
             self.ent_conns = [[c] for c in range(len(keys))]
+        self.ent_job = np.array([meta[conns[0]][0] for conns in self.ent_conns], dtype=np.int64)
+        self.n_job_ids = int(self.ent_job.max()) + 1 if len(self.ent_job) else 1
         self.ent_of = [0] * len(keys)
         for e, conns in enumerate(self.ent_conns):
             for c in conns:
@@ -354,7 +356,11 @@ class FluidSim:
         self.dirty = False
 
     def _mark_queueing(self, idx: np.ndarray, rates: np.ndarray) -> None:
-        """Flag the steps that cross a saturated link shared with another flow of their class."""
+        """Flag the steps that cross a saturated link shared with another job's flow in their class.
+
+        Only other jobs count: a job's own operations on a link were launched in backward order, so the FIFO
+        mostly serves the older one's packets first, and the fluid model already shares the link between them
+        (pessimistically for the older one); charging queueing on top would count that contention twice."""
         routes = self.routes[idx]
         rows, cols = np.nonzero(routes >= 0)
         links = routes[rows, cols]
@@ -362,7 +368,10 @@ class FluidSim:
         load = np.bincount(links, weights=rates[rows] * 8.0, minlength=n_links)
         saturated = load >= self.net.capacity * (1 - 1e-6)
         key = self.cls[idx][rows] * n_links + links
-        same = np.bincount(key, minlength=8 * n_links)[key] >= 2
+        # Distinct jobs per (class, link): count each (key, job) pair once.
+        pairs = np.unique(key * self.n_job_ids + self.ent_job[idx][rows])
+        jobs_here = np.bincount(pairs // self.n_job_ids, minlength=8 * n_links)
+        same = jobs_here[key] >= 2
         hit = np.zeros(idx.size, dtype=bool)
         hit[rows[saturated[links] & same]] = True
         self.xfer_queued[idx[hit]] = True

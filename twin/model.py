@@ -8,8 +8,9 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
 ``goodput``         fraction of a link's configured rate that carries payload (Ethernet/IP/TCP headers, ACKs).
 ``step_latency_s``  fixed cost of every ring step before its bytes flow (a message's system calls, the first
                     packet's way through the fabric, TCP's ACK clock on a handful of packets).
-``queue_delay_s``   extra delay of a ring step whose flow crossed a saturated link while another flow of its
-                    class was there too (a FIFO per class: its packets wait behind the other flow's queue).
+``queue_delay_s``   extra delay of a ring step whose flow crossed a saturated link while another job's flow of
+                    its class was there too (a FIFO per class: its packets wait behind the other flow's queue;
+                    a job's own operations are shared by the fluid model already).
 ``rto_s``           retransmission timeouts: a flow held below ``starve_share`` of its host link for ``rto_s``
                     loses its window and only sends again when its timer fires, at rto_s, 2 rto_s, 4 rto_s ...
                     after it was starved (exponential backoff), even if capacity came back earlier. 0: off.
