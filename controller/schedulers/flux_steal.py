@@ -8,7 +8,8 @@ packets, flows stranded in a starved class, TCP timeouts) and because waiting he
 (docs/headline.md). v2 keeps Crux's order as the base and adds one exception, decided once per operation:
 
 * **Base.** Classes 0..6 hold a static order; class 7, the ACK class (core/classes.py), is kept for steals.
-  Where jobs differ in intensity (``bands=jobs``), every job gets Crux's class (published compression, ``crux.CruxScheduler``): a job order.
+  Where jobs differ in intensity (``bands=jobs``), every job gets Crux's class (published compression,
+  ``crux.CruxScheduler``): a job order.
   Where every job has the same intensity (``bands=layers``; ``auto`` picks it when all priorities are within
   5%), a job order has nothing to go by but a tie-break that starves the last jobs; instead all jobs share one
   level and each job's buckets are spread over ``layer_classes`` classes by layer, first layers highest, as
