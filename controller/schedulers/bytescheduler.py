@@ -12,7 +12,8 @@ b = 0 holds the last layers (launched first), b = B - 1 the first layers, so cla
 spreads a job's buckets over the 7 data classes 0..6 (class 7 carries ACKs, core/classes.py); ``rank`` gives
 the 6 most urgent buckets distinct classes and lets the others share class 0. Every job uses the same mapping
 and nothing depends on other jobs: two jobs' buckets at the same relative position share a class whatever
-their sizes or intensities (no inter-job awareness, which is what the multi-tenant policies improve on). Paths are left to ECMP (path None).
+their sizes or intensities (no inter-job awareness, which is what the multi-tenant policies improve on).
+Paths are left to ECMP (path None).
 
 Layer order does not change at run time, so the policy is static: ``decide`` returns rules for every flow of
 every bucket of every job, and operation events are not needed.
