@@ -47,9 +47,9 @@ the job index, breaks ties), contending jobs form a DAG from higher to lower pri
 the 7 data classes (0..6; class 7 carries ACKs, core/classes.py) along a topological order of that DAG so
 that as many contending pairs as possible (weighted by how much their priorities differ) sit in different
 classes: a maximum K-cut, searched over 32 seeded random topological orders (``compression.compress_kcut``).
-Equal-intensity jobs that share links therefore interleave instead of sharing a class. ``compression=contiguous`` is the earlier variant: P_j compressed with
-``compression.compress``, in which equal priorities share a class and merges fall between jobs that never meet
-or that differ least.
+Equal-intensity jobs that share links therefore interleave instead of sharing a class.
+``compression=contiguous`` is the earlier variant: P_j compressed with ``compression.compress``, in which equal
+priorities share a class and merges fall between jobs that never meet or that differ least.
 """
 from __future__ import annotations
 
