@@ -76,3 +76,18 @@ def test_unknown_scenarios_or_variants_are_refused(tmp_path, bad):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_contiguous_compression_differs_from_crux_only_where_jobs_are_equally_intensive():
+    """docs/suite.md compares crux-contiguous with crux: same rules where every job's intensity differs."""
+    from controller.schedulers.registry import make_scheduler
+    differ = set()
+    for name in suite.scenario_names():
+        path = os.path.join(suite.SUITE_DIR, name + ".yaml")
+        args = runner.build_parser().parse_args(["--scenario", path, "--engine", "fluid", *suite.fabric_flags(name)])
+        resolved = runner.validate(args)
+        jobs, view = resolved["jobs"], resolved["layout"].view()
+        published = make_scheduler("crux", view, jobs).decide(0.0)
+        if make_scheduler("crux", view, jobs, {"compression": "contiguous"}).decide(0.0) != published:
+            differ.add(name)
+    assert differ == {"bert-bert-offset", "same-model", "small-first", "stress-8", "wait-all"}
