@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
-from core.classes import ACK_CLASS, class_to_dscp  # noqa: F401  (ACK_CLASS: part of this module's vocabulary)
+from core.classes import ACK_CLASS, class_to_dscp
 from core.fabric import TIER_LEAF, FabricLayout, leaf_name, pick_path
 from core.model import Decision, FlowKey
 

@@ -8,7 +8,7 @@ NUM_CLASSES = 8
 #: The top class carries the ACKs of every data flow (controller/rules.py), as DSCP CS7 is kept for network control
 #: (RFC 4594). Schedulers give data classes 0..DATA_CLASSES-1 only: data in the ACK class would put every flow's
 #: ACKs behind that data's queue and slow all the others' ACK clocks (measured: Crux with its top job in class 7
-#: lost 0.025 of cluster utilisation on vgg-bert against the same order in classes 0..6, docs/suite.md).
+#: lost 0.025 of cluster utilisation on vgg-bert against the same order in classes 0..6, docs/fidelity.md).
 ACK_CLASS = NUM_CLASSES - 1
 DATA_CLASSES = NUM_CLASSES - 1
 
