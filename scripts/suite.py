@@ -241,24 +241,69 @@ def plot(out: str, rows: List[dict], engine: str) -> None:
     plt.close(fig)
 
 
+def job_means(folder: str) -> Dict[str, float]:
+    """Mean GPU utilisation of each job over the completed runs of one sweep folder (its summary.csv)."""
+    path = os.path.join(folder, SUMMARY_CSV)
+    if not os.path.exists(path):
+        return {}
+    rows, _ = read_summary_csv(path)
+    values: Dict[str, List[float]] = {}
+    for row in rows:
+        if row.get("job") in (None, "", CLUSTER) or row.get("ok") != "True" or not row.get("gpu_utilization"):
+            continue
+        values.setdefault(row["job"], []).append(float(row["gpu_utilization"]))
+    return {job: float(np.mean(v)) for job, v in values.items()}
+
+
+#: The agreement compare() counts: cluster utilisation within CLUSTER_BAND, every job within JOB_BAND.
+CLUSTER_BAND, JOB_BAND = 0.03, 0.05
+
+
 def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
     """Each row's mean utilisation beside another suite folder's (e.g. the fluid engine's beside the emulation's),
-    and whether the two rank the variants the same way on each scenario. Written to <out>/compare.md."""
+    per job as well (the job furthest off), with the other's min-max over its seeds, how many scenarios each
+    variant has within CLUSTER_BAND (cluster) and JOB_BAND (every job), and whether the two rank the variants
+    the same way on each scenario. Written to <out>/compare.md."""
     path = os.path.join(other_dir, "suite.csv")
     if not os.path.exists(path):
         raise ValueError(f"--compare: no suite.csv in {other_dir}")
     with open(path, newline="", encoding="utf-8") as f:
-        other = {(r["scenario"], r["variant"]): float(r["u_mean"]) for r in csv.DictReader(f) if r.get("u_mean")}
+        other = {(r["scenario"], r["variant"]): r for r in csv.DictReader(f) if r.get("u_mean")}
     pairs = []
     for r in rows:
         theirs = other.get((r["scenario"], r["variant"]))
-        if r.get("u_mean") is not None and theirs is not None:
-            pairs.append({"scenario": r["scenario"], "variant": r["variant"], "u": r["u_mean"], "u_other": theirs,
-                          "difference": theirs - r["u_mean"], "runs": r["runs"]})
-    lines = [f"Mean cluster GPU utilisation here ({out}) and in {other_dir}; difference = other - here.", "",
-             "| scenario | variant | runs here | here | other | difference |", "|---|---|---|---|---|---|"]
-    lines += [f"| {p['scenario']} | {p['variant']} | {p['runs']} | {p['u']:.3f} | {p['u_other']:.3f} | "
-              f"{p['difference']:+.3f} |" for p in pairs]
+        if r.get("u_mean") is None or theirs is None:
+            continue
+        mine_jobs = job_means(os.path.join(out, r["scenario"], r["variant"]))
+        their_jobs = job_means(os.path.join(other_dir, r["scenario"], r["variant"]))
+        job_diffs = {job: their_jobs[job] - u for job, u in mine_jobs.items() if job in their_jobs}
+        worst = max(job_diffs, key=lambda j: abs(job_diffs[j])) if job_diffs else None
+        pairs.append({"scenario": r["scenario"], "variant": r["variant"], "u": r["u_mean"],
+                      "u_other": float(theirs["u_mean"]), "other_min": float(theirs["u_min"]),
+                      "other_max": float(theirs["u_max"]), "difference": float(theirs["u_mean"]) - r["u_mean"],
+                      "runs": r["runs"], "job_differences": job_diffs, "worst_job": worst,
+                      "worst_job_difference": job_diffs[worst] if worst else None})
+    lines = [f"Mean cluster GPU utilisation here ({out}) and in {other_dir} (with its min-max over seeds); "
+             f"difference = other - here; worst job: the job whose mean differs most.", "",
+             "| scenario | variant | runs here | here | other [min, max] | difference | worst job | job diff. |",
+             "|---|---|---|---|---|---|---|---|"]
+    for p in pairs:
+        job_cell = f"{p['worst_job_difference']:+.3f}" if p["worst_job"] else ""
+        lines.append(f"| {p['scenario']} | {p['variant']} | {p['runs']} | {p['u']:.3f} | {p['u_other']:.3f} "
+                     f"[{p['other_min']:.3f}, {p['other_max']:.3f}] | {p['difference']:+.3f} | "
+                     f"{p['worst_job'] or ''} | {job_cell} |")
+    lines += ["", f"Agreement per variant: scenarios with the cluster within ±{CLUSTER_BAND} and with every job "
+              f"within ±{JOB_BAND}.", "", "| variant | cluster within | every job within | outside |",
+              "|---|---|---|---|"]
+    for variant in dict.fromkeys(p["variant"] for p in pairs):
+        mine = [p for p in pairs if p["variant"] == variant]
+        cluster_ok = [p for p in mine if abs(p["difference"]) <= CLUSTER_BAND]
+        jobs_ok = [p for p in mine if p["worst_job"] and abs(p["worst_job_difference"]) <= JOB_BAND]
+        outside = [f"{p['scenario']} {p['difference']:+.3f}" for p in mine if p not in cluster_ok]
+        outside += [f"{p['scenario']} {p['worst_job']} {p['worst_job_difference']:+.3f}"
+                    for p in mine if p["worst_job"] and p not in jobs_ok]
+        lines.append(f"| {variant} | {len(cluster_ok)}/{len(mine)} | {len(jobs_ok)}/{len(mine)} | "
+                     f"{', '.join(outside)} |")
     lines += ["", "| scenario | order here | order in other | same order |", "|---|---|---|---|"]
     for scenario in dict.fromkeys(p["scenario"] for p in pairs):
         mine = [p for p in pairs if p["scenario"] == scenario]

@@ -91,3 +91,37 @@ def test_contiguous_compression_differs_from_crux_only_where_jobs_are_equally_in
         if make_scheduler("crux", view, jobs, {"compression": "contiguous"}).decide(0.0) != published:
             differ.add(name)
     assert differ == {"bert-bert-offset", "same-model", "small-first", "stress-8", "wait-all"}
+
+
+def _suite_folder(root, scenario, variant, jobs):
+    """A suite folder holding one sweep table (summary.csv) with one run of ``jobs`` ({job: utilisation})."""
+    folder = root / scenario / variant
+    folder.mkdir(parents=True)
+    cluster = sum(jobs.values()) / len(jobs)
+    with open(folder / "summary.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["run_id", "scheduler", "job", "gpu_utilization", "ok"])
+        for job, u in jobs.items():
+            w.writerow(["r1", variant, job, u, "True"])
+        w.writerow(["r1", variant, "__cluster__", cluster, "True"])
+    with open(root / "suite.csv", "a", newline="") as f:
+        w = csv.writer(f)
+        if f.tell() == 0:
+            w.writerow(["scenario", "variant", "runs", "u_mean", "u_min", "u_max"])
+        w.writerow([scenario, variant, 1, cluster, cluster, cluster])
+    return {"scenario": scenario, "variant": variant, "runs": 1, "u_mean": cluster}
+
+
+def test_compare_names_the_job_furthest_off_and_counts_agreement(tmp_path):
+    here, other = tmp_path / "here", tmp_path / "other"
+    rows = [_suite_folder(here, "pair", "ecmp", {"a": 0.80, "b": 0.60}),
+            _suite_folder(here, "solo", "ecmp", {"a": 0.90, "b": 0.90})]
+    # Cluster agrees on "pair" (0.70 both) although each job is 0.06 off; "solo" is off on the cluster and job a.
+    _suite_folder(other, "pair", "ecmp", {"a": 0.74, "b": 0.66})
+    _suite_folder(other, "solo", "ecmp", {"a": 0.82, "b": 0.90})
+    pairs = {p["scenario"]: p for p in suite.compare(str(here), rows, str(other))}
+    assert pairs["pair"]["difference"] == pytest.approx(0.0)
+    assert pairs["pair"]["worst_job"] in ("a", "b") and abs(pairs["pair"]["worst_job_difference"]) == pytest.approx(0.06)
+    assert pairs["solo"]["worst_job"] == "a" and pairs["solo"]["worst_job_difference"] == pytest.approx(-0.08)
+    table = (here / "compare.md").read_text()
+    assert "| ecmp | 1/2 | 0/2 |" in table
