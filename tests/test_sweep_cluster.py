@@ -16,6 +16,9 @@ DEFAULT = os.path.join(PROJECT_DIR, "workloads", "scenarios", "default.yaml")
 # 4 schedulers x 2 seeds = 8 twin runs of a few seconds each.
 GRID = ["--schedulers", "ecmp,bytescheduler,crux,flux", "--seeds", "1,2", "--scenarios", DEFAULT,
         "--extra-args=--engine fluid --iterations 3"]
+# The same grid with runs of about 2 s each (100 iterations): the interrupted sweep must still have runs to do
+# when its first run comes back (with 3 iterations all eight can finish within one polling interval).
+SLOW_GRID = GRID[:-1] + ["--extra-args=--engine fluid --iterations 100"]
 
 
 def rows(path):
@@ -45,7 +48,7 @@ def test_a_cluster_sweep_gives_the_same_summary_as_a_local_one(tmp_path):
 
 def test_an_interrupted_cluster_sweep_resumes_with_nothing_lost_or_duplicated(tmp_path):
     out = tmp_path / "sweep"
-    proc = subprocess.Popen(SWEEP + GRID + ["--out", str(out), "--cluster", "local:1"],
+    proc = subprocess.Popen(SWEEP + SLOW_GRID + ["--out", str(out), "--cluster", "local:1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     while time.time() < deadline:  # interrupt once at least one run is back and before all are
@@ -59,7 +62,7 @@ def test_an_interrupted_cluster_sweep_resumes_with_nothing_lost_or_duplicated(tm
     first = {d for d in run_ids(out) if (out / d / "summary.json").exists()}
     assert 1 <= len(first) < 8
     mtimes = {d: (out / d / "summary.json").stat().st_mtime_ns for d in first}
-    again = subprocess.run(SWEEP + GRID + ["--out", str(out), "--cluster", "local:2"], capture_output=True,
+    again = subprocess.run(SWEEP + SLOW_GRID + ["--out", str(out), "--cluster", "local:2"], capture_output=True,
                            text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     assert len(run_ids(out)) == 8
@@ -88,7 +91,7 @@ def test_a_worker_killed_mid_sweep_loses_no_run(tmp_path):
                                           start_new_session=True))
         time.sleep(4)
         out = tmp_path / "sweep"
-        sweep = subprocess.Popen(SWEEP + GRID + ["--out", str(out), "--cluster", f"tcp://127.0.0.1:{port}"],
+        sweep = subprocess.Popen(SWEEP + SLOW_GRID + ["--out", str(out), "--cluster", f"tcp://127.0.0.1:{port}"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 300
         while time.time() < deadline and not (out.exists() and run_ids(out)):
