@@ -8,7 +8,8 @@
 Each (scenario, scheduler) pair is one resumable ``scripts/sweep.py`` folder, ``<out>/<scenario>/<variant>/``;
 rerunning the command skips what is done. Every scenario runs at 5 Mbit/s (the capacity docs/fidelity.md found
 for 16 hosts) on the fabric its file header names (``FABRIC`` below). The variants are the four schedulers plus
-Crux with the old contiguous compression (``crux-contiguous``), Flux v1 (``flux-v1``), and Flux v2 with
+Crux with the old contiguous compression (``crux-contiguous``), Crux with the earlier single-job k_j
+(``crux-overlap``), Flux v1 (``flux-v1``), and Flux v2 with
 its job bands forced (``flux-jobs``: Crux's order plus steals, also where jobs are equally intensive).
 
 The bound of a scenario (``scripts/bounds.py``: each job alone on the same hosts and time scale) is computed in
@@ -64,6 +65,7 @@ VARIANTS: Dict[str, tuple] = {
     "bytescheduler": ("bytescheduler", []),
     "crux": ("crux", []),
     "crux-contiguous": ("crux", ["param.compression=contiguous"]),
+    "crux-overlap": ("crux", ["param.correction=overlap"]),
     "flux-v1": ("flux-v1", []),
     "flux": ("flux", []),
     "flux-jobs": ("flux", ["param.bands=jobs"]),
@@ -189,7 +191,7 @@ def write_outputs(out: str, rows: List[dict], engine: str) -> None:
 
 
 def wide_table(rows: List[dict]) -> List[str]:
-    """One line per scenario: the bound, each variant's mean (runs), and flux over the better Crux."""
+    """One line per scenario: the bound, each variant's mean (runs), and flux over the best Crux variant."""
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     lines = ["| scenario | bound | " + " | ".join(variants) + " | flux / best crux |",
              "|---|---|" + "---|" * len(variants) + "---|"]
@@ -198,7 +200,7 @@ def wide_table(rows: List[dict]) -> List[str]:
         bound = next((r["u_bound"] for r in mine.values() if r.get("u_bound")), None)
         cells = [f"{mine[v]['u_mean']:.3f} ({mine[v]['runs']})" if mine.get(v, {}).get("u_mean") is not None
                  else "" for v in variants]
-        cruxes = [mine[v]["u_mean"] for v in ("crux", "crux-contiguous") if mine.get(v, {}).get("u_mean")]
+        cruxes = [mine[v]["u_mean"] for v in ("crux", "crux-contiguous", "crux-overlap") if mine.get(v, {}).get("u_mean")]
         flux = mine.get("flux", {}).get("u_mean")
         ratio = f"{flux / max(cruxes):.3f}" if flux and cruxes else ""
         lines.append(f"| {scenario} | {bound:.3f} | " if bound else f"| {scenario} | | ")

@@ -13,6 +13,7 @@ import pytest
 from controller.schedulers.base import EcmpScheduler
 from controller.schedulers.bytescheduler import ByteScheduler, bucket_class
 from controller.schedulers.compression import compress, compress_log
+from controller.schedulers.correction import IterationShape, link_time, pairwise_factor, pairwise_factors
 from controller.schedulers.crux import CruxScheduler, job_intensity, overlap_window, select_paths
 from controller.schedulers.flux import FluxScheduler
 from controller.schedulers.registry import SCHEDULERS, make_scheduler, parse_params, scheduler_names
@@ -130,11 +131,49 @@ def test_crux_overlap_correction_lowers_hidden_jobs():
     assert job_intensity(fabric, job, overlap_scale=0.0).priority == pytest.approx(ji.intensity)
 
 
+def test_pairwise_comparison_by_hand():
+    """Alone, a job sends its t_j per iteration; shared, the first job is served whenever its data is ready."""
+    job = IterationShape(compute_s=1.0, ready_s=0.5, comm_s=0.6)   # alone: 0.5 + 0.6 = 1.1 s per iteration
+    assert job.alone_s == pytest.approx(1.1)
+    assert link_time([job], 0, 11.0) == pytest.approx([6.0])        # 10 iterations
+    other = IterationShape(compute_s=1.0, ready_s=0.5, comm_s=0.6)
+    first, second = link_time([job, other], 0, 11.0)
+    assert first == pytest.approx(6.0) and second < first and first + second <= 11.0 + 1e-9
+    # Identical jobs: going first gains exactly what it costs, k = 1.
+    assert pairwise_factor(job, other) == pytest.approx(1.0)
+
+
+def test_pairwise_correction_follows_the_papers_two_examples():
+    """Crux's Example 2: a job whose communication hides behind its computation gains nothing by going first;
+    Example 1: of equal intensity, the shorter-iteration job gains more link time than it costs the longer one."""
+    exposed = IterationShape(compute_s=1.0, ready_s=0.9, comm_s=0.6)
+    hidden = IterationShape(compute_s=2.0, ready_s=0.5, comm_s=0.5)
+    assert pairwise_factor(hidden, exposed) < 0.01 and pairwise_factor(exposed, hidden) > 100
+    short, long_ = IterationShape(0.5, 0.25, 0.3), IterationShape(2.0, 1.0, 1.2)
+    assert pairwise_factor(short, long_) > 1.0 > pairwise_factor(long_, short)
+
+
+def test_crux_pairwise_reference_is_the_job_with_most_traffic_and_orders_by_k_times_intensity():
+    fabric = make_fabric()
+    light = make_job(0, [1, 5], make_model("light", buckets=2, bucket_bytes=50_000, forward_s=0.1, backward_s=0.2))
+    heavy = make_job(1, [2, 6], HEAVY)
+    pairwise = CruxScheduler(fabric, [light, heavy])
+    overlap = CruxScheduler(fabric, [light, heavy], {"correction": "overlap"})
+    ref, factors = pairwise_factors([light, heavy], {i: ji.comm_s for i, ji in overlap.intensities.items()},
+                                    {0: 50_000.0, 1: 4e6})
+    assert ref == 1 and factors[1] == 1.0 and pairwise.intensities[1].exposed == 1.0
+    assert pairwise.intensities[0].priority == pytest.approx(factors[0] * pairwise.intensities[0].intensity)
+    assert {i: ji.intensity for i, ji in pairwise.intensities.items()} == pytest.approx(
+        {i: ji.intensity for i, ji in overlap.intensities.items()})
+    with pytest.raises(ValueError):
+        CruxScheduler(fabric, [light, heavy], {"correction": "nope"})
+
+
 def test_crux_higher_intensity_job_gets_higher_class_on_all_its_flows():
     fabric = make_fabric()
     heavy = make_job(0, [1, 5], HEAVY)
     light = make_job(1, [2, 6], LIGHT)
-    sched = CruxScheduler(fabric, [light, heavy], {"overlap_scale": 0.0})
+    sched = CruxScheduler(fabric, [light, heavy], {"correction": "overlap", "overlap_scale": 0.0})
     assert sched.intensities[0].intensity > sched.intensities[1].intensity
     rules = sched.decide(0.0)
     assert job_class(rules, heavy) > job_class(rules, light)
@@ -204,7 +243,7 @@ def test_compress_few_keys_get_own_spaced_classes_and_ties_share():
 def test_crux_compresses_twelve_jobs_in_intensity_order():
     fabric = make_fabric(per_leaf=12)
     jobs = [make_job(i, [1 + i, 13 + i], make_model(bucket_bytes=50_000 * (i + 1))) for i in range(12)]
-    sched = CruxScheduler(fabric, jobs, {"overlap_scale": 0.0, "compression": "contiguous"})
+    sched = CruxScheduler(fabric, jobs, {"correction": "overlap", "overlap_scale": 0.0, "compression": "contiguous"})
     rules = sched.decide(0.0)
     by_priority = sorted(jobs, key=lambda j: sched.intensities[j.index].priority)
     classes = [job_class(rules, j) for j in by_priority]
@@ -224,7 +263,7 @@ def test_published_crux_gives_equal_jobs_unique_classes_and_cuts_the_contention_
     # Twelve jobs that all meet on the one spine: every data class used, never a lower class for a higher priority.
     fabric = make_fabric(spines=1, per_leaf=12)
     jobs = [make_job(i, [1 + i, 13 + i], make_model(bucket_bytes=50_000 * (i + 1))) for i in range(12)]
-    sched = CruxScheduler(fabric, jobs, {"overlap_scale": 0.0})
+    sched = CruxScheduler(fabric, jobs, {"correction": "overlap", "overlap_scale": 0.0})
     rules = sched.decide(0.0)
     by_priority = sorted(jobs, key=lambda j: (sched.intensities[j.index].priority, -j.index))
     classes = [job_class(rules, j) for j in by_priority]
@@ -727,3 +766,13 @@ def test_no_data_in_the_ack_class_except_flux_steals():
                 feed(sched, launch(job, len(job.model.buckets) - 1, 0.0, needed_at=0.0), 0.0)
             classes = {d.priority_class for d in sched.decide(0.01).values()}
             assert classes and max(classes) < ACK_CLASS, (name, params, sorted(classes))
+
+
+def test_pairwise_factor_does_not_depend_on_the_time_unit():
+    """The same two jobs measured in seconds or in hours give the same k (long horizons used to strand link
+    time in floating-point leftovers)."""
+    a, b = IterationShape(1.3, 0.7, 0.9), IterationShape(0.8, 0.5, 0.4)
+    k = pairwise_factor(a, b)
+    for scale in (600.0, 3600.0, 1e5):
+        scaled = [IterationShape(s.compute_s * scale, s.ready_s * scale, s.comm_s * scale) for s in (a, b)]
+        assert pairwise_factor(*scaled) == pytest.approx(k, rel=1e-6)

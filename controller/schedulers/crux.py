@@ -19,6 +19,10 @@ under ``paths=job`` (equal-cost paths are symmetric, so which one does not matte
 evenly over its paths under ``paths=hop`` or ``paths=hashed``. It therefore depends on the job and
 its placement, never on the other jobs.
 
+Correction factor. P_j = k_j * I_j. With ``correction=pairwise`` (the default, as the paper defines it) the job
+with the most network traffic has k = 1 and every other job's k_j comes from a pairwise comparison with it
+(controller/schedulers/correction.py). ``correction=overlap`` is the earlier, single-job estimate below.
+
 Overlap correction. DDP hides part of the communication behind computation: bucket 0 starts when its
 gradients are ready, and the rest of the backward pass runs while it is sent; with ``overlap`` semantics the
 next forward pass also starts as soon as the first layers' bucket has arrived. The window that can hide
@@ -32,7 +36,7 @@ and the fraction of the communication that stays exposed (the GPU waits for it) 
 
 A job whose communication hides behind its computation loses little when it is delayed, so it ranks lower;
 ``min_exposed`` keeps such jobs ordered by intensity rather than collapsing them all to 0, and
-``overlap_scale = 0`` turns the correction off (P_j = I_j).
+``overlap_scale = 0`` turns the correction off (P_j = I_j; with ``correction=overlap``).
 
 Paths. Jobs in decreasing P_j take paths greedily. The load of a link is the sum of the seconds per iteration
 already assigned to it (bytes * 8 / rate). ``paths=job``: the job puts all its hops with a choice of path on
@@ -59,6 +63,7 @@ from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence,
 
 from controller.schedulers.base import Scheduler
 from controller.schedulers.compression import compress, compress_kcut, count_changes
+from controller.schedulers.correction import pairwise_factors
 from core.classes import DATA_CLASSES
 from core.fabric import FabricView
 from core.model import Decision, FlowKey, JobSpec
@@ -154,6 +159,30 @@ def job_intensity(fabric: FabricView, job: JobSpec, overlap_scale: float = 1.0, 
     return JobIntensity(job.index, w, t, w / t, exposed, exposed * w / t)
 
 
+CORRECTIONS = ("pairwise", "overlap")
+
+
+def job_intensities(fabric: FabricView, jobs: Sequence[JobSpec], overlap_scale: float = 1.0,
+                    min_exposed: float = 0.1, paths: str = "job",
+                    correction: str = "overlap") -> Dict[int, JobIntensity]:
+    """I_j, k_j and P_j of every job. ``correction=overlap``: k_j is the job's exposed fraction
+    (``job_intensity``); ``pairwise``: k_j from the comparison with the job with the most traffic, as the paper
+    defines it (controller/schedulers/correction.py)."""
+    if correction not in CORRECTIONS:
+        raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}, not {correction!r}")
+    alone = {j.index: job_intensity(fabric, j, overlap_scale, min_exposed, paths) for j in jobs}
+    if correction == "overlap":
+        return alone
+    _, factors = pairwise_factors(jobs, {i: ji.comm_s for i, ji in alone.items()},
+                                  {j.index: per_rank_bytes(j) for j in jobs})
+    out = {}
+    for i, ji in alone.items():
+        k = factors.get(i)
+        out[i] = ji if k is None else JobIntensity(i, ji.compute_gpu_s, ji.comm_s, ji.intensity, k,
+                                                   k * ji.intensity)
+    return out
+
+
 def select_paths(fabric: FabricView, jobs: Sequence[JobSpec], priority: Mapping[int, float],
                  mode: str = "job") -> PathMap:
     """Path of every ring hop: jobs in decreasing priority each take the least-loaded path(s)."""
@@ -236,6 +265,7 @@ class CruxScheduler(Scheduler):
         "min_exposed": 0.1,     # floor of k_j, keeps fully hidden jobs ordered by intensity
         "paths": "job",         # job | hop | hashed
         "compression": "published",  # published (unique priorities, K-cut of the contention DAG) | contiguous
+        "correction": "pairwise",    # k_j: pairwise (against the job with the most traffic, as published) | overlap
     }
 
     def __init__(self, fabric: FabricView, jobs: Sequence[JobSpec], params: Optional[Mapping] = None):
@@ -247,11 +277,9 @@ class CruxScheduler(Scheduler):
             raise ValueError("min_exposed must be in (0, 1]")
         for job in self.jobs:
             check_placed(job)
-        self.intensities: Dict[int, JobIntensity] = {
-            j.index: job_intensity(fabric, j, float(self.params["overlap_scale"]), float(self.params["min_exposed"]),
-                                   self.params["paths"])
-            for j in self.jobs
-        }
+        self.intensities: Dict[int, JobIntensity] = job_intensities(
+            fabric, self.jobs, float(self.params["overlap_scale"]), float(self.params["min_exposed"]),
+            self.params["paths"], str(self.params["correction"]))
         priority = {i: ji.priority for i, ji in self.intensities.items()}
         self.paths, self.contention = place_paths(fabric, self.jobs, self.intensities, self.params["paths"])
         networked = {i: p for i, p in priority.items() if self.intensities[i].comm_s > 0}

@@ -49,8 +49,9 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 from controller.schedulers.base import OperationState, Scheduler
 from controller.schedulers.compression import compress_kcut, count_changes
 from controller.schedulers.crux import (
+    CORRECTIONS,
     check_placed,
-    job_intensity,
+    job_intensities,
     pairs_of,
     place_paths,
     validate_path_params,
@@ -87,6 +88,7 @@ class FluxStealScheduler(Scheduler):
         "steal_on": "launch",   # launch: decided once at launch | wait: also when a worker starts waiting for it
         "rate_mbps": 0.0,       # rate for T_o before a bucket's first observed duration; 0 = host link rate
         "paths": "job",         # job | hop | hashed, as in crux
+        "correction": "pairwise",  # Crux's k_j, as in crux: pairwise (as published) | overlap
         "steal": True,          # False: Crux's order only (classes 0..6), for ablations
         "bands": "auto",        # auto | jobs | layers: how the classes 0..6 are used (module docstring)
         "layer_classes": 2,     # with bands=layers: classes the buckets are spread over (2..7); docs/suite.md
@@ -115,7 +117,10 @@ class FluxStealScheduler(Scheduler):
         self.rate_bps = (rate if rate > 0 else fabric.host_rate_mbps) * 1e6
         for job in self.jobs:
             check_placed(job)
-        self.intensities = {j.index: job_intensity(fabric, j, paths=self.params["paths"]) for j in self.jobs}
+        if self.params["correction"] not in CORRECTIONS:
+            raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}, not {self.params['correction']!r}")
+        self.intensities = job_intensities(fabric, self.jobs, paths=self.params["paths"],
+                                           correction=str(self.params["correction"]))
         priority = {i: ji.priority for i, ji in self.intensities.items()}
         self.paths, self.contention = place_paths(fabric, self.jobs, self.intensities, self.params["paths"])
         networked = {i: p for i, p in priority.items() if self.intensities[i].comm_s > 0}
