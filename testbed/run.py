@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(twin/, no root, same flags and results folder; docs/twin.md says what it models)")
     g.add_argument("--twin-model", default="calibrated", metavar="NAME",
                    help="fluid engine only: ideal, calibrated, or a JSON file of model parameters (twin/model.py)")
+    g.add_argument("--twin-hash", choices=["ovs", "salted"], default="ovs",
+                   help="fluid engine only: ECMP paths by Open vSwitch's own hash, as the emulation's switches choose "
+                        "them (the same in every run), or by a hash salted with --seed (to see the spread)")
     g.add_argument("--scheduler", default="ecmp", metavar="NAME",
                    help="scheduling policy: ecmp, bytescheduler, crux, flux or flux-v1 (docs/schedulers.md)")
     g.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
@@ -491,6 +494,7 @@ def run_fluid(args, resolved: dict) -> int:
     try:
         return twin.run_fluid(resolved, scheduler=args.scheduler, seed=args.seed, out=out, run_id=run_id,
                               class_mode=args.class_mode, class_floor=args.class_floor, model=args.twin_model,
+                              hash_model=args.twin_hash,
                               flags={name.replace("_", "-"): value for name, value in sorted(vars(args).items())},
                               command=" ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
                               time_limit_s=args.time_limit, quiet=args.quiet)

@@ -12,7 +12,7 @@ from core.model import Bucket, Decision, JobSpec, ModelProfile
 from core.ring import ring_steps
 from twin.engine import chunk_bytes, step_chunk
 from twin.model import IDEAL, ModelParams
-from twin.network import Network, allocate, hashed_path
+from twin.network import Network, allocate, hashed_path, ovs_hash_map
 
 MBIT = 1e6
 LAYOUT = FabricLayout.from_spec(FabricSpec(2, 4, 4, 10.0, 10.0))
@@ -67,12 +67,70 @@ def test_weighted_classes_share_by_two_to_the_class():
         allocate(routes, np.array([7, 0, 7]), np.array([10.0, 10.0]), mode="fair")
 
 
-def test_hashed_paths_are_stable_and_depend_on_the_seed():
+def test_hashed_paths_are_stable_and_salted_ones_depend_on_the_seed():
     flows = [job(0, 1000).flow(r, 0) for r in range(4)]
-    paths = [[hashed_path(f, 8, seed) for f in flows] for seed in range(20)]
-    assert paths[3] == [hashed_path(f, 8, 3) for f in flows]
+    paths = [[hashed_path(f, 8, seed, "salted") for f in flows] for seed in range(20)]
+    assert paths[3] == [hashed_path(f, 8, 3, "salted") for f in flows]
     assert len({tuple(p) for p in paths}) > 10
-    assert all(hashed_path(f, 1, 5) == 0 for f in flows)
+    assert all(hashed_path(f, 1, 5, model) == 0 for f in flows for model in ("ovs", "salted"))
+    assert [hashed_path(f, 8, 1) for f in flows] == [hashed_path(f, 8, 9) for f in flows]   # ovs: no seed
+    with pytest.raises(ValueError):
+        hashed_path(flows[0], 2, 1, "crc")
+
+
+def test_the_ovs_hash_model_predicts_the_byte_split_measured_on_the_switches():
+    """Headline under ECMP: each leaf's data group sent these shares of its bytes to the first spine, the same
+    under seeds 1 and 2 (results/fidelity/ecmp-hash/). Open vSwitch's hash, applied to the testbed's fixed
+    5-tuples, must predict them; a salted hash does not."""
+    import os
+    import sys
+    from collections import defaultdict
+
+    from core.ring import ring_bytes_per_rank
+    from testbed import run as runner
+    project = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(project, "scripts"))
+    import suite
+    args = runner.build_parser().parse_args(["--scenario", os.path.join(suite.SUITE_DIR, "headline.yaml"),
+                                             "--engine", "fluid", *suite.fabric_flags("headline")])
+    resolved = runner.validate(args)
+    view = resolved["layout"].view()
+    measured = {(0, 1): 0.397, (1, 2): 0.289, (2, 3): 0.394, (3, 0): 0.371}
+
+    def shares(model, seed=1):
+        load = defaultdict(lambda: [0.0, 0.0])
+        for j in resolved["jobs"]:
+            for b, bucket in enumerate(j.model.buckets):
+                for rank in range(j.workers):
+                    flow = j.flow(rank, b)
+                    pair = (view.leaf_of(flow.src_ip), view.leaf_of(flow.dst_ip))
+                    if pair[0] != pair[1]:
+                        path = hashed_path(flow, len(view.paths(flow.src_ip, flow.dst_ip)), seed, model)
+                        load[pair][path] += ring_bytes_per_rank(bucket.nbytes, j.workers) * j.iterations
+        return {pair: first / (first + second) for pair, (first, second) in load.items()}
+    assert shares("ovs") == pytest.approx(measured, abs=0.01)
+    assert shares("ovs") == shares("ovs", seed=7)
+    assert any(shares("salted", seed) != pytest.approx(measured, abs=0.01) for seed in (1, 2, 3))
+
+
+def test_ovs_hash_table_follows_webster_for_equal_buckets():
+    assert ovs_hash_map(2) == (0, 1) * 8
+    assert ovs_hash_map(3) == (0, 1, 2) * 5 + (0,)
+    assert len(ovs_hash_map(20)) == 32
+
+
+def test_the_hash_seed_changes_which_flows_collide_not_only_the_path_names():
+    """Two paths: a seed must regroup the flows, not merely swap the two paths' names (an affine hash such as
+    CRC-32 does only that, so every seed gave the same collisions)."""
+    flows = [job(j, 1000).flow(r, b) for j in range(2) for b in range(6) for r in range(4)]
+
+    def partition(seed):
+        paths = [hashed_path(f, 2, seed, "salted") for f in flows]
+        return frozenset(frozenset(i for i, p in enumerate(paths) if p == side) for side in (0, 1))
+    partitions = {partition(seed) for seed in range(1, 11)}
+    assert len(partitions) == 10
+    shares = [sum(hashed_path(f, 2, seed, "salted") for f in flows) / len(flows) for seed in range(1, 11)]
+    assert 0.35 < sum(shares) / len(shares) < 0.65
 
 
 def test_network_routes_follow_the_fabric():

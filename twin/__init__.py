@@ -16,7 +16,8 @@ validate the spec with ``spec.validate(max_hosts=twin.MAX_HOSTS)``)::
                           class_mode=args.class_mode,         # "strict" | "weighted"
                           class_floor=args.class_floor,       # the HTB floor per class (0.01 on the testbed)
                           model="calibrated",                 # "ideal" | "calibrated" | ModelParams | JSON file
-                          hash_seed=None,                     # ECMP hash seed; None: the run's seed
+                          hash_model="ovs",                   # ECMP: "ovs" (Open vSwitch's hash) | "salted"
+                          hash_seed=None,                     # salted hash's seed; None: the run's seed
                           flags={...}, command="run.py ...",  # recorded in config.json, as the runner does
                           time_limit_s=args.time_limit,       # simulated seconds
                           quiet=args.quiet,                   # no summary on stdout
@@ -42,7 +43,7 @@ from core.model import JobSpec
 from core.stats import percentile
 from twin.engine import FluidSim, RunResult
 from twin.model import IDEAL, ModelParams, calibrated, resolve_model
-from twin.network import Network
+from twin.network import HASH_MODELS, Network
 
 __all__ = ["MAX_HOSTS", "run_fluid", "simulate", "summarize", "prepare", "prepare_recorded", "ModelParams", "IDEAL",
            "calibrated"]
@@ -58,10 +59,13 @@ def simulate(layout: FabricLayout, jobs: Sequence[JobSpec], scheduler: str = "ec
              scheduler_params: Optional[Mapping[str, Any]] = None,
              model: Union[str, ModelParams, Mapping[str, Any], None] = "ideal", class_mode: str = "strict",
              class_floor: float = 0.0, hash_seed: int = 1, time_limit_s: float = 3600.0,
-             ring_model: str = "auto") -> RunResult:
+             ring_model: str = "auto", hash_model: str = "ovs") -> RunResult:
     """Run the jobs on the layout under the named scheduler and return what happened. ``ring_model``:
     ``steps`` (every ring step a flow), ``pipelined`` (a bucket's ring one flow) or ``auto`` (steps up to
-    AUTO_STEPS_MAX_GPUS GPUs, pipelined above)."""
+    AUTO_STEPS_MAX_GPUS GPUs, pipelined above). ``hash_model``: how hashed (ECMP) paths are chosen,
+    ``ovs`` (Open vSwitch's own hash, as in the emulation) or ``salted`` (by ``hash_seed``; twin/network.py)."""
+    if hash_model not in HASH_MODELS:
+        raise ValueError(f"hash model must be one of {', '.join(HASH_MODELS)} (got {hash_model!r})")
     if ring_model == "auto":
         ring_model = "steps" if sum(j.workers for j in jobs) <= AUTO_STEPS_MAX_GPUS else "pipelined"
     from controller.schedulers.registry import make_scheduler
@@ -70,7 +74,7 @@ def simulate(layout: FabricLayout, jobs: Sequence[JobSpec], scheduler: str = "ec
     policy = make_scheduler(scheduler, view, jobs, dict(scheduler_params or {}))
     net = Network(layout, view, goodput=params.goodput)
     sim = FluidSim(net, jobs, policy, params, class_mode=class_mode, class_floor=class_floor,
-                   hash_seed=hash_seed, time_limit_s=time_limit_s, ring_model=ring_model)
+                   hash_seed=hash_seed, time_limit_s=time_limit_s, ring_model=ring_model, hash_model=hash_model)
     result = sim.run()
     result.scheduler = policy  # for its own statistics (changes, op_changes)
     return result
@@ -165,7 +169,7 @@ def summarize(jobs: Sequence[JobSpec], result: RunResult) -> Dict[str, Any]:
 def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, *, run_id: Optional[str] = None,
               class_mode: str = "strict", class_floor: float = 0.01,
               model: Union[str, ModelParams, Mapping[str, Any], None] = "calibrated",
-              hash_seed: Optional[int] = None, flags: Optional[Mapping[str, Any]] = None,
+              hash_seed: Optional[int] = None, hash_model: str = "ovs", flags: Optional[Mapping[str, Any]] = None,
               command: Optional[str] = None, time_limit_s: float = 900.0, quiet: bool = False,
               ring_model: str = "auto") -> int:
     """Run one experiment in the twin and write its results folder (see the module docstring). Returns 0 when
@@ -187,7 +191,7 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
         "fabric": vars(spec) | {"oversubscription": spec.oversubscription},
         "class_floor": class_floor, "class_mode": class_mode, "time_limit_s": time_limit_s,
         "twin": {"model": model if isinstance(model, str) else "custom", "params": model_params.to_dict(),
-                 "hash_seed": hash_seed},
+                 "hash_model": hash_model, "hash_seed": hash_seed if hash_model == "salted" else None},
         "command": command or "",
         "flags": dict(flags or {}),
     }
@@ -201,7 +205,7 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
         if resolved.get("faults"):
             raise ValueError("the fluid engine does not model faults (links failing or coming back)")
         result = simulate(layout, jobs, scheduler, params, model_params, class_mode, class_floor, hash_seed,
-                          time_limit_s, ring_model)
+                          time_limit_s, ring_model, hash_model)
         figures = summarize(jobs, result)
         summary.jobs = [JobSummary.from_dict(j) for j in figures["jobs"]]
         summary.cluster = figures["cluster"]

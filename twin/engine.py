@@ -22,7 +22,7 @@ One discrete-event loop (a heap of timed events, plus the network's next flow co
   is in place before the jobs start, as the controller installs it at set-up.
 
 Decisions give a flow's class and path (an index into FabricView.paths); a flow with no decision, or path None,
-is hashed (``twin.network.hashed_path`` with the run's hash seed). The artefact terms of ``twin.model`` act on
+is hashed (``twin.network.hashed_path``: Open vSwitch's hash, or a hash salted with the run's seed). The artefact terms of ``twin.model`` act on
 steps (latency, same-class queueing), flows (retransmission timeouts after starvation, live class changes) and
 links (goodput).
 
@@ -140,7 +140,7 @@ class FluidSim:
 
     def __init__(self, network: Network, jobs: Sequence[JobSpec], scheduler: Scheduler, params: ModelParams,
                  class_mode: str = "strict", class_floor: float = 0.0, hash_seed: int = 1,
-                 time_limit_s: float = 3600.0, ring_model: str = "steps"):
+                 time_limit_s: float = 3600.0, ring_model: str = "steps", hash_model: str = "ovs"):
         self.net = network
         self.jobs = list(jobs)
         self._jobs = {j.index: j for j in self.jobs}
@@ -149,6 +149,7 @@ class FluidSim:
         self.class_mode = class_mode
         self.class_floor = class_floor
         self.hash_seed = hash_seed
+        self.hash_model = hash_model
         self.time_limit_s = time_limit_s
         self.now = 0.0
         self._heap: list = []
@@ -165,7 +166,7 @@ class FluidSim:
         self.conn_of: Dict[FlowKey, int] = {k: i for i, k in enumerate(keys)}
         self.conn_index: Dict[Tuple[int, int, int], int] = {m: i for i, m in enumerate(meta)}
         self.n_paths = [network.n_paths(k.src_ip, k.dst_ip) for k in keys]
-        self.hashed = [hashed_path(k, self.n_paths[i], hash_seed) for i, k in enumerate(keys)]
+        self.hashed = [hashed_path(k, self.n_paths[i], hash_seed, hash_model) for i, k in enumerate(keys)]
         self.decision: List[Decision] = [Decision()] * len(keys)
         # Entities share the network: a connection each (steps) or a bucket's whole ring (pipelined).
         if ring_model not in RING_MODELS:

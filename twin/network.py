@@ -18,13 +18,25 @@ Rates (``allocate``) follow the data plane's two class modes:
   It is computed by a few rounds of redistribution, exact when no class leaves capacity unused and within a
   fraction of a percent otherwise.
 
-Hashed (ECMP) paths: ``hashed_path`` maps a flow's 5-tuple and a seed with CRC-32 onto one of its equal-cost
-paths, fixed for the flow's life, as a switch's hash of the 5-tuple does. Which flows collide is then a function
-of the seed; report results over several seeds.
+Hashed (ECMP) paths, two hash models (``hashed_path``), each fixed for a flow's life:
+
+* ``ovs`` (the default): Open vSwitch's own choice, so that the twin's flows collide where the emulation's do.
+  A select group without a selection method gets the ``dp_hash`` method with the symmetric L3/L4 hash and basis
+  0 (Open vSwitch 3.1, ofproto-dpif.c ``group_set_selection_method``): MurmurHash3 steps over (source XOR
+  destination address, protocol, source XOR destination port) in network byte order (lib/flow.c
+  ``flow_hash_symmetric_l3l4``, lib/hash.h), and the bucket is ``hash_map[hash & mask]``, the table that
+  Webster's method fills for equal weights (16 slots for up to 16 buckets: 0, 1, 0, 1, ... for two). The testbed
+  fixes every 5-tuple, so this choice is the same in every run and ignores the seed. Exact for a leaf-spine (one
+  choice, at the ingress leaf); on a fat-tree the switches choose hop by hop, which the path index only
+  approximates.
+* ``salted``: BLAKE2b of the 5-tuple keyed by the seed, a salted switch hash: which flows collide is a function
+  of the seed; run several seeds to see the spread. (CRC-32, used by an earlier version, is affine: a new seed
+  flipped the same bits of every flow's hash, so every seed gave the same collisions.)
 """
 from __future__ import annotations
 
-import zlib
+import hashlib
+import ipaddress
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -77,12 +89,67 @@ class Network:
         return out
 
 
-def hashed_path(flow: FlowKey, n_paths: int, seed: int) -> int:
-    """The equal-cost path a hash of the flow's 5-tuple picks (CRC-32 over the tuple and the seed)."""
+HASH_MODELS = ("ovs", "salted")
+_MASK32 = 0xFFFFFFFF
+
+
+def _rot32(x: int, k: int) -> int:
+    return ((x << k) | (x >> (32 - k))) & _MASK32
+
+
+def _mhash_add(hash_: int, data: int) -> int:
+    """lib/hash.h ``mhash_add`` (a MurmurHash3 step; zero data leaves the hash unmixed but rotated)."""
+    if data:
+        data = (data * 0xcc9e2d51) & _MASK32
+        data = _rot32(data, 15)
+        hash_ ^= (data * 0x1b873593) & _MASK32
+    return (_rot32(hash_, 13) * 5 + 0xe6546b64) & _MASK32
+
+
+def _mhash_finish(hash_: int) -> int:
+    hash_ ^= hash_ >> 16
+    hash_ = (hash_ * 0x85ebca6b) & _MASK32
+    hash_ ^= hash_ >> 13
+    hash_ = (hash_ * 0xc2b2ae35) & _MASK32
+    return hash_ ^ (hash_ >> 16)
+
+
+def ovs_symmetric_l3l4(flow: FlowKey, basis: int = 0) -> int:
+    """``flow_hash_symmetric_l3l4(flow, basis, false)`` of Open vSwitch 3.1 for an IPv4 TCP flow. The fields are
+    XORed in network byte order and read as host (little-endian) integers, as the C code does."""
+    addresses = int(ipaddress.IPv4Address(flow.src_ip)) ^ int(ipaddress.IPv4Address(flow.dst_ip))
+    ports = flow.src_port ^ flow.dst_port
+    hash_ = _mhash_add(basis, int.from_bytes(addresses.to_bytes(4, "big"), "little"))
+    hash_ = _mhash_add(hash_, flow.proto)
+    hash_ = _mhash_add(hash_, int.from_bytes(ports.to_bytes(2, "big"), "little"))
+    return _mhash_finish(hash_ ^ basis)
+
+
+def ovs_hash_map(n_buckets: int) -> Tuple[int, ...]:
+    """The bucket of every dp_hash slot for ``n_buckets`` equal-weight buckets (ofproto-dpif.c
+    ``group_setup_dp_hash_table``: at least 16 slots, a power of two; Webster's method, first bucket on ties)."""
+    slots = max(16, 1 << max(n_buckets - 1, 0).bit_length())
+    divisor, value, out = [1] * n_buckets, [1.0] * n_buckets, []
+    for _ in range(slots):
+        winner = max(range(n_buckets), key=lambda b: (value[b], -b))
+        divisor[winner] += 2
+        value[winner] = 1.0 / divisor[winner]
+        out.append(winner)
+    return tuple(out)
+
+
+def hashed_path(flow: FlowKey, n_paths: int, seed: int, model: str = "ovs") -> int:
+    """The equal-cost path a switch's hash of the flow's 5-tuple picks (module docstring: the two models)."""
     if n_paths <= 1:
         return 0
-    text = f"{seed}|{flow.src_ip}|{flow.dst_ip}|{flow.src_port}|{flow.dst_port}|{flow.proto}"
-    return zlib.crc32(text.encode()) % n_paths
+    if model == "ovs":
+        table = ovs_hash_map(n_paths)
+        return table[ovs_symmetric_l3l4(flow) & (len(table) - 1)]
+    if model != "salted":
+        raise ValueError(f"hash model must be one of {', '.join(HASH_MODELS)} (got {model!r})")
+    text = f"{flow.src_ip}|{flow.dst_ip}|{flow.src_port}|{flow.dst_port}|{flow.proto}"
+    digest = hashlib.blake2b(text.encode(), digest_size=8, key=str(seed).encode()).digest()
+    return int.from_bytes(digest, "big") % n_paths
 
 
 def maxmin(flow_of: np.ndarray, link_of: np.ndarray, flows: int, capacity: np.ndarray) -> np.ndarray:
