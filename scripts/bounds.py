@@ -14,6 +14,10 @@ by itself with its hosts given explicitly and the time scale pinned to the full 
 single job would get another one). Prints JSON: per job U_bound and its run, and the cluster bound. A result is
 worth quoting with its scenario's bound and the fraction of the attainable gain, (U - U_ecmp) / (U_bound -
 U_ecmp).
+
+In the fluid engine the jobs run under the ``physical`` model (twin/model.py: the calibrated model's measured
+terms, its fitted delays off), the optimistic end of the twin, unless the runner flags name a ``--twin-model``:
+a bound must not be lowered by a delay that was fitted on links shared with other jobs.
 """
 from __future__ import annotations
 
@@ -83,6 +87,8 @@ def main(argv=None) -> int:
     schedulers = [x for x in args.schedulers.split(",") if x]
     jobs, gpus, weighted = {}, 0, 0.0
     with tempfile.TemporaryDirectory(prefix="bounds-") as work:
+        named = any(flag == "--twin-model" or flag.startswith("--twin-model=") for flag in args.runner_flags)
+        model_flags = ["--twin-model", "physical"] if args.engine == "fluid" and not named else []
         for spec in resolved["jobs"]:
             path = os.path.join(work, f"{spec.name}.yaml")
             with open(path, "w", encoding="utf-8") as f:
@@ -91,7 +97,7 @@ def main(argv=None) -> int:
             for scheduler in schedulers:
                 out = os.path.join(work, f"run-{spec.name}-{scheduler}")
                 cmd = RUN + ["--engine", args.engine, "--scheduler", scheduler, "--scenario", path,
-                             "--out", out, "-q", *args.runner_flags]
+                             "--out", out, "-q", *model_flags, *args.runner_flags]
                 r = subprocess.run(cmd, capture_output=True, text=True)
                 if r.returncode == 2:
                     sys.stderr.write(f"bounds.py: {(r.stderr.strip().splitlines() or ['bad input'])[-1]}\n")

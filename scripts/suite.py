@@ -200,7 +200,8 @@ def wide_table(rows: List[dict]) -> List[str]:
         bound = next((r["u_bound"] for r in mine.values() if r.get("u_bound")), None)
         cells = [f"{mine[v]['u_mean']:.3f} ({mine[v]['runs']})" if mine.get(v, {}).get("u_mean") is not None
                  else "" for v in variants]
-        cruxes = [mine[v]["u_mean"] for v in ("crux", "crux-contiguous", "crux-overlap") if mine.get(v, {}).get("u_mean")]
+        cruxes = [mine[v]["u_mean"] for v in ("crux", "crux-contiguous", "crux-overlap")
+                  if mine.get(v, {}).get("u_mean")]
         flux = mine.get("flux", {}).get("u_mean")
         ratio = f"{flux / max(cruxes):.3f}" if flux and cruxes else ""
         lines.append(f"| {scenario} | {bound:.3f} | " if bound else f"| {scenario} | | ")

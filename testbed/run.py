@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="emulation: Mininet, Open vSwitch, Ryu and real TCP (root); fluid: the flow-level twin "
                         "(twin/, no root, same flags and results folder; docs/twin.md says what it models)")
     g.add_argument("--twin-model", default="calibrated", metavar="NAME",
-                   help="fluid engine only: ideal, calibrated, or a JSON file of model parameters (twin/model.py)")
+                   help="fluid engine only: ideal, calibrated, physical (calibrated without its fitted delays), "
+                        "or a JSON file of model parameters (twin/model.py)")
     g.add_argument("--twin-hash", choices=["ovs", "salted"], default="ovs",
                    help="fluid engine only: ECMP paths by Open vSwitch's own hash, as the emulation's switches choose "
                         "them (the same in every run), or by a hash salted with --seed (to see the spread)")

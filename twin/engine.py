@@ -22,9 +22,9 @@ One discrete-event loop (a heap of timed events, plus the network's next flow co
   is in place before the jobs start, as the controller installs it at set-up.
 
 Decisions give a flow's class and path (an index into FabricView.paths); a flow with no decision, or path None,
-is hashed (``twin.network.hashed_path``: Open vSwitch's hash, or a hash salted with the run's seed). The artefact terms of ``twin.model`` act on
-steps (latency, same-class queueing), flows (retransmission timeouts after starvation, live class changes) and
-links (goodput).
+is hashed (``twin.network.hashed_path``: Open vSwitch's hash, or a hash salted with the run's seed). The
+artefact terms of ``twin.model`` act on steps (latency, same-class queueing), flows (retransmission timeouts
+after starvation, live class changes) and links (goodput).
 
 Times are simulated seconds from 0; the scheduler sees them as its ``now`` and in the events' ``time`` and
 ``needed_at``, so its arithmetic is the same as on the testbed's clock.

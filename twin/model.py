@@ -24,7 +24,10 @@ controller collects events before deciding once for all of them (it handles even
 
 ``IDEAL`` has every artefact off. ``calibrated()`` reads the fitted terms from ``twin/calibrated.json``, which
 ``scripts/fit_twin.py`` writes from finished ECMP emulation runs only (so that any agreement on the other
-policies is a prediction, not a fit).
+policies is a prediction, not a fit). ``physical()`` keeps the calibrated model's measured, physical terms
+(``goodput``, ``rto_s``) and turns the fitted delays off (``step_latency_s``, ``queue_delay_s``,
+``class_change_s``): the optimistic end of the calibrated model, which scripts/bounds.py uses so that a bound
+is not lowered by a delay fitted on shared links.
 """
 from __future__ import annotations
 
@@ -91,10 +94,22 @@ def calibrated(path: str = CALIBRATED_FILE) -> ModelParams:
     return ModelParams.from_dict(terms)
 
 
+#: The calibrated model's terms that a fit sets (physical() turns them off).
+FITTED_TERMS = ("step_latency_s", "queue_delay_s", "class_change_s")
+
+
+def physical(path: str = CALIBRATED_FILE) -> ModelParams:
+    """The calibrated model with its fitted delays off: measured terms only (the module docstring)."""
+    return replace(calibrated(path), **{name: 0.0 for name in FITTED_TERMS})
+
+
 def resolve_model(model: Union[str, ModelParams, Mapping[str, Any], None]) -> ModelParams:
-    """``"ideal"``, ``"calibrated"``, a JSON file with ``{"params": {...}}``, a mapping or ModelParams."""
+    """``"ideal"``, ``"calibrated"``, ``"physical"``, a JSON file with ``{"params": {...}}``, a mapping or
+    ModelParams."""
     if model is None or model == "calibrated":
         return calibrated()
+    if model == "physical":
+        return physical()
     if isinstance(model, ModelParams):
         return model
     if model == "ideal":
@@ -103,7 +118,8 @@ def resolve_model(model: Union[str, ModelParams, Mapping[str, Any], None]) -> Mo
         return ModelParams.from_dict(model)
     if isinstance(model, str) and os.path.isfile(model):
         return calibrated(model)
-    raise ValueError(f"model must be 'ideal', 'calibrated', a parameter file or a mapping (got {model!r})")
+    raise ValueError(f"model must be 'ideal', 'calibrated', 'physical', a parameter file or a mapping "
+                     f"(got {model!r})")
 
 
 def parse_model_overrides(items, base: Optional[ModelParams] = None) -> ModelParams:
