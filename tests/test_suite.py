@@ -78,15 +78,20 @@ def test_unknown_scenarios_or_variants_are_refused(tmp_path, bad):
     assert not (tmp_path / "x").exists()
 
 
-def test_contiguous_compression_differs_from_crux_only_where_jobs_are_equally_intensive():
-    """docs/suite.md compares crux-contiguous with crux: same rules where every job's intensity differs."""
-    from controller.schedulers.registry import make_scheduler
-    differ = set()
+def placed_suite():
+    """(name, jobs, fabric view) of every suite scenario, placed on its fabric as the runner places it."""
     for name in suite.scenario_names():
         path = os.path.join(suite.SUITE_DIR, name + ".yaml")
         args = runner.build_parser().parse_args(["--scenario", path, "--engine", "fluid", *suite.fabric_flags(name)])
         resolved = runner.validate(args)
-        jobs, view = resolved["jobs"], resolved["layout"].view()
+        yield name, resolved["jobs"], resolved["layout"].view()
+
+
+def test_contiguous_compression_differs_from_crux_only_where_jobs_are_equally_intensive():
+    """docs/suite.md compares crux-contiguous with crux: same rules where every job's intensity differs."""
+    from controller.schedulers.registry import make_scheduler
+    differ = set()
+    for name, jobs, view in placed_suite():
         published = make_scheduler("crux", view, jobs).decide(0.0)
         if make_scheduler("crux", view, jobs, {"compression": "contiguous"}).decide(0.0) != published:
             differ.add(name)
@@ -102,11 +107,7 @@ def test_the_earlier_overlap_correction_orders_jobs_differently_only_on_vgg_bert
         classes = scheduler.classes
         return {(a, b): (classes[a] > classes[b]) - (classes[a] < classes[b]) for a in classes for b in classes}
     differ = set()
-    for name in suite.scenario_names():
-        path = os.path.join(suite.SUITE_DIR, name + ".yaml")
-        args = runner.build_parser().parse_args(["--scenario", path, "--engine", "fluid", *suite.fabric_flags(name)])
-        resolved = runner.validate(args)
-        jobs, view = resolved["jobs"], resolved["layout"].view()
+    for name, jobs, view in placed_suite():
         published = make_scheduler("crux", view, jobs)
         earlier = make_scheduler("crux", view, jobs, {"correction": "overlap"})
         assert earlier.paths == published.paths or name in ("vgg-bert", "small-first"), name
