@@ -4,7 +4,8 @@
     python scripts/crossval.py results/headline results/same-model [--out results/crossval] [--seeds 1,2,3]
 
 The twin runs every shipped scenario (workloads/scenarios/*.yaml except scale-*) under every scheduler, with
-the calibrated model, once per seed (the seed is the ECMP hash seed, as the emulation's seed is the run's). The
+the calibrated model and Open vSwitch's hash (the switches' own ECMP paths, the same for every seed), once per
+seed. The
 emulation's figures are read from the folders given (recursively: run folders with summary.json, or sweep
 tables summary.csv); this script never starts an emulation unless given ``--run-emulation``, which runs the
 missing combinations through scripts/sweep.py (root, one at a time). Where an emulation run recorded its jobs

@@ -6,7 +6,7 @@
 Only ECMP runs are used (every flow in class 0 on a hashed path): whatever the fit absorbs is then about TCP and
 the emulator, not about a policy, and the twin's agreement on the other policies stays a prediction. Each run
 folder's config.json (or the copy in summary.json) gives the scenario, the fabric and the seed; the twin replays
-the run with the same hash seed and the grid below, and the terms minimising the squared error of the per-job
+the run on the switches' own ECMP paths (Open vSwitch's hash, twin/network.py) over the grid below, and the terms minimising the squared error of the per-job
 GPU utilisation (workers' truth) are kept. ``goodput`` (0.956, measured by scripts/bench_fabric.py) and
 ``rto_s`` (Linux's minimum retransmission timeout, 0.2 s) are physical and not fitted; ``step_latency_s`` and
 ``queue_delay_s`` are. Prints the fit as JSON.
