@@ -6,10 +6,10 @@
 Only ECMP runs are used (every flow in class 0 on a hashed path): whatever the fit absorbs is then about TCP and
 the emulator, not about a policy, and the twin's agreement on the other policies stays a prediction. Each run
 folder's config.json (or the copy in summary.json) gives the scenario, the fabric and the seed; the twin replays
-the run on the switches' own ECMP paths (Open vSwitch's hash, twin/network.py) over the grid below, and the terms minimising the squared error of the per-job
-GPU utilisation (workers' truth) are kept. ``goodput`` (0.956, measured by scripts/bench_fabric.py) and
-``rto_s`` (Linux's minimum retransmission timeout, 0.2 s) are physical and not fitted; ``step_latency_s`` and
-``queue_delay_s`` are. Prints the fit as JSON.
+the run on the switches' own ECMP paths (Open vSwitch's hash, twin/network.py) over the grid below, and the
+terms minimising the squared error of the per-job GPU utilisation (workers' truth) are kept. ``goodput``
+(0.956, measured by scripts/bench_fabric.py) and ``rto_s`` (Linux's minimum retransmission timeout, 0.2 s) are
+physical and not fitted; ``step_latency_s`` and ``queue_delay_s`` are. Prints the fit as JSON.
 """
 from __future__ import annotations
 
@@ -86,7 +86,8 @@ def main(argv=None) -> int:
         grid.append({"step_latency_s": step, "queue_delay_s": queue, "rmse": (err / n) ** 0.5})
     best = min(grid, key=lambda g: g["rmse"])
     fit = {"params": dict(fixed, step_latency_s=best["step_latency_s"], queue_delay_s=best["queue_delay_s"]),
-           "rmse_per_job": best["rmse"], "runs": [os.path.relpath(f.path, PROJECT_DIR) for f, _s in runs], "ring_model": args.ring_model,
+           "rmse_per_job": best["rmse"], "runs": [os.path.relpath(f.path, PROJECT_DIR) for f, _s in runs],
+           "ring_model": args.ring_model,
            "grid": grid, "fit_wall_s": time.time() - t0,
            "command": " ".join(["scripts/fit_twin.py"] + (argv if argv is not None else sys.argv[1:]))}
     with open(args.out, "w") as f:
