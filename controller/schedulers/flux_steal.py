@@ -49,7 +49,6 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 from controller.schedulers.base import OperationState, Scheduler
 from controller.schedulers.compression import compress_kcut, count_changes
 from controller.schedulers.crux import (
-    CORRECTIONS,
     check_placed,
     job_intensities,
     pairs_of,
@@ -117,8 +116,6 @@ class FluxStealScheduler(Scheduler):
         self.rate_bps = (rate if rate > 0 else fabric.host_rate_mbps) * 1e6
         for job in self.jobs:
             check_placed(job)
-        if self.params["correction"] not in CORRECTIONS:
-            raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}, not {self.params['correction']!r}")
         self.intensities = job_intensities(fabric, self.jobs, paths=self.params["paths"],
                                            correction=str(self.params["correction"]))
         priority = {i: ji.priority for i, ji in self.intensities.items()}
