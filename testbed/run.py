@@ -498,7 +498,7 @@ def run_fluid(args, resolved: dict) -> int:
                               hash_model=args.twin_hash,
                               flags={name.replace("_", "-"): value for name, value in sorted(vars(args).items())},
                               command=" ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-                              time_limit_s=args.time_limit, quiet=args.quiet)
+                              time_limit_s=args.time_limit, quiet=args.quiet, queue_ms=args.queue_ms)
     except (ValueError, OSError) as exc:
         raise BadInput(f"--twin-model: {exc}")
 

@@ -312,3 +312,27 @@ def test_queueing_is_charged_behind_another_jobs_flow_not_behind_ones_own(ring_m
     # Two jobs in that class on those links: each one's steps wait behind the other's queue.
     a, b = _two_jobs_on_the_same_hosts_links()
     assert run([a, b], queueing).sim_time_s > run([a, b], IDEAL).sim_time_s + 0.5 * ring_steps(4) * 0.01
+
+
+@pytest.mark.parametrize("ring_model", ["steps", "pipelined"])
+def test_an_overflowing_fifo_costs_each_step_its_expected_timeouts(ring_model):
+    from twin.engine import FluidSim
+    view = LAYOUT.view()
+    # FIFOs of 10 packets (queue_ms 1 at 10 Mbit/s: the testbed's minimum); at 10 packets per flow a FIFO holds
+    # one flow, at 5 two.
+    overflow = IDEAL.with_(rto_s=0.1, overflow_timeouts=1.0, fifo_flow_packets=10.0)
+
+    def run(jobs, params, lossless=False):
+        return FluidSim(Network(LAYOUT, view), jobs, _OneClassOnePath(view, jobs), params, ring_model=ring_model,
+                        queue_ms=1.0, lossless=lossless).run()
+    a, b = _two_jobs_on_the_same_hosts_links()
+    ideal = run([a, b], IDEAL)
+    # Two jobs' flows in one FIFO of every leaf-spine link, all the time: each of the 6 dependent steps waits
+    # one timeout of 0.1 s, and each rank's connection is charged one timeout per step.
+    r = run([a, b], overflow)
+    assert r.sim_time_s == pytest.approx(ideal.sim_time_s + ring_steps(4) * 0.1, rel=1e-6)
+    assert r.timeouts == pytest.approx({0: 4 * ring_steps(4), 1: 4 * ring_steps(4)})
+    # A FIFO that holds both flows, the lossless profile, or one job alone: nothing is charged.
+    assert run([a, b], overflow.with_(fifo_flow_packets=5.0)).sim_time_s == pytest.approx(ideal.sim_time_s)
+    assert run([a, b], overflow, lossless=True).sim_time_s == pytest.approx(ideal.sim_time_s)
+    assert run([a], overflow).sim_time_s == pytest.approx(run([a], IDEAL).sim_time_s)

@@ -41,6 +41,7 @@ import numpy as np
 from core.fabric import FabricLayout, FabricSpec
 from core.model import JobSpec
 from core.stats import percentile
+from testbed.qos import DEFAULT_QUEUE_MS
 from twin.engine import FluidSim, RunResult
 from twin.model import IDEAL, ModelParams, calibrated, resolve_model
 from twin.network import HASH_MODELS, Network
@@ -59,11 +60,14 @@ def simulate(layout: FabricLayout, jobs: Sequence[JobSpec], scheduler: str = "ec
              scheduler_params: Optional[Mapping[str, Any]] = None,
              model: Union[str, ModelParams, Mapping[str, Any], None] = "ideal", class_mode: str = "strict",
              class_floor: float = 0.0, hash_seed: int = 1, time_limit_s: float = 3600.0,
-             ring_model: str = "auto", hash_model: str = "ovs") -> RunResult:
+             ring_model: str = "auto", hash_model: str = "ovs", queue_ms: float = DEFAULT_QUEUE_MS,
+             lossless: bool = False) -> RunResult:
     """Run the jobs on the layout under the named scheduler and return what happened. ``ring_model``:
     ``steps`` (every ring step a flow), ``pipelined`` (a bucket's ring one flow) or ``auto`` (steps up to
     AUTO_STEPS_MAX_GPUS GPUs, pipelined above). ``hash_model``: how hashed (ECMP) paths are chosen,
-    ``ovs`` (Open vSwitch's own hash, as in the emulation) or ``salted`` (by ``hash_seed``; twin/network.py)."""
+    ``ovs`` (Open vSwitch's own hash, as in the emulation) or ``salted`` (by ``hash_seed``; twin/network.py).
+    ``queue_ms`` sizes the class FIFOs as the testbed does; ``lossless`` (the lossless transport profile) sizes
+    them so that none overflows."""
     if hash_model not in HASH_MODELS:
         raise ValueError(f"hash model must be one of {', '.join(HASH_MODELS)} (got {hash_model!r})")
     if ring_model == "auto":
@@ -74,10 +78,17 @@ def simulate(layout: FabricLayout, jobs: Sequence[JobSpec], scheduler: str = "ec
     policy = make_scheduler(scheduler, view, jobs, dict(scheduler_params or {}))
     net = Network(layout, view, goodput=params.goodput)
     sim = FluidSim(net, jobs, policy, params, class_mode=class_mode, class_floor=class_floor,
-                   hash_seed=hash_seed, time_limit_s=time_limit_s, ring_model=ring_model, hash_model=hash_model)
+                   hash_seed=hash_seed, time_limit_s=time_limit_s, ring_model=ring_model, hash_model=hash_model,
+                   queue_ms=queue_ms, lossless=lossless)
     result = sim.run()
     result.scheduler = policy  # for its own statistics (changes, op_changes)
     return result
+
+
+def fifo_settings(config: Mapping[str, Any]) -> Dict[str, Any]:
+    """``queue_ms`` and ``lossless`` of simulate() as a run's config (either engine's) records them."""
+    return {"queue_ms": float(config.get("queue_ms") or DEFAULT_QUEUE_MS),
+            "lossless": bool((config.get("transport") or {}).get("lossless", False))}
 
 
 def prepare(scenario: str, spec: FabricSpec, iterations: Optional[int] = None) -> Dict[str, Any]:
@@ -153,7 +164,8 @@ def summarize(jobs: Sequence[JobSpec], result: RunResult) -> Dict[str, Any]:
             "gpu_utilization": util,
             "op_time_mean_s": _mean(ops), "op_time_p50_s": percentile(ops, 50), "op_time_p99_s": percentile(ops, 99),
             "op_time_by_bucket_s": {str(b): float(np.mean(v)) for b, v in sorted(by_bucket.items())},
-            "timeouts": result.timeouts.get(job.index, 0),
+            # Starvation timeouts are counted, overflow timeouts expected (twin/model.py): not always whole.
+            "timeouts": round(float(result.timeouts.get(job.index, 0)), 1),
             "per_rank": per_rank,
         }
         if complete < job.iterations:
@@ -171,7 +183,7 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
               model: Union[str, ModelParams, Mapping[str, Any], None] = "calibrated",
               hash_seed: Optional[int] = None, hash_model: str = "ovs", flags: Optional[Mapping[str, Any]] = None,
               command: Optional[str] = None, time_limit_s: float = 900.0, quiet: bool = False,
-              ring_model: str = "auto") -> int:
+              ring_model: str = "auto", queue_ms: float = DEFAULT_QUEUE_MS) -> int:
     """Run one experiment in the twin and write its results folder (see the module docstring). Returns 0 when
     the run completed, 1 when it failed (the summary's ``error`` says why)."""
     from testbed.results import JobSummary, RunFolder, RunSummary
@@ -189,7 +201,8 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
         "run_id": run_id, "scheduler": scheduler, "scheduler_params": params,
         "scenario_file": resolved.get("scenario_path"), "scenario": scenario.to_dict(), "seed": seed,
         "fabric": vars(spec) | {"oversubscription": spec.oversubscription},
-        "class_floor": class_floor, "class_mode": class_mode, "time_limit_s": time_limit_s,
+        "class_floor": class_floor, "class_mode": class_mode, "time_limit_s": time_limit_s, "queue_ms": queue_ms,
+        "transport": resolved["transport"].to_dict() if resolved.get("transport") else None,
         "twin": {"model": model if isinstance(model, str) else "custom", "params": model_params.to_dict(),
                  "hash_model": hash_model, "hash_seed": hash_seed if hash_model == "salted" else None},
         "command": command or "",
@@ -205,7 +218,7 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
         if resolved.get("faults"):
             raise ValueError("the fluid engine does not model faults (links failing or coming back)")
         result = simulate(layout, jobs, scheduler, params, model_params, class_mode, class_floor, hash_seed,
-                          time_limit_s, ring_model, hash_model)
+                          time_limit_s, ring_model, hash_model, **fifo_settings(config))
         figures = summarize(jobs, result)
         summary.jobs = [JobSummary.from_dict(j) for j in figures["jobs"]]
         summary.cluster = figures["cluster"]
@@ -226,7 +239,7 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
         summary.extra["twin"] = {"ring_model": result.ring_model, "sim_time_s": result.sim_time_s,
                                  "wall_s": result.wall_s,
                                  "recomputes": result.recomputes,
-                                 "timeouts": sum(result.timeouts.values())}
+                                 "timeouts": round(float(sum(result.timeouts.values())), 1)}
         summary.extra["workload_wall_s"] = result.sim_time_s
         summary.extra["timed_out"] = bool(result.error and "time limit" in result.error)
         summary.ok = result.completed

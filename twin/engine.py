@@ -23,8 +23,8 @@ One discrete-event loop (a heap of timed events, plus the network's next flow co
 
 Decisions give a flow's class and path (an index into FabricView.paths); a flow with no decision, or path None,
 is hashed (``twin.network.hashed_path``: Open vSwitch's hash, or a hash salted with the run's seed). The
-artefact terms of ``twin.model`` act on steps (latency, same-class queueing), flows (retransmission timeouts
-after starvation, live class changes) and links (goodput).
+artefact terms of ``twin.model`` act on steps (latency, same-class queueing, timeouts in an overflowing class
+FIFO), flows (retransmission timeouts after starvation, live class changes) and links (goodput).
 
 Times are simulated seconds from 0; the scheduler sees them as its ``now`` and in the events' ``time`` and
 ``needed_at``, so its arithmetic is the same as on the testbed's clock.
@@ -43,6 +43,7 @@ from controller.schedulers.base import Scheduler
 from core.model import Decision, FlowKey, JobSpec, OperationEvent
 from core.ring import ring_bytes_per_rank, ring_steps
 from twin.model import ModelParams
+from testbed.qos import DEFAULT_QUEUE_MS, queue_packets
 from twin.network import Network, allocate, hashed_path
 from workloads.program import COMPUTE, LAUNCH, WAIT, IterationProgram
 
@@ -140,7 +141,8 @@ class FluidSim:
 
     def __init__(self, network: Network, jobs: Sequence[JobSpec], scheduler: Scheduler, params: ModelParams,
                  class_mode: str = "strict", class_floor: float = 0.0, hash_seed: int = 1,
-                 time_limit_s: float = 3600.0, ring_model: str = "steps", hash_model: str = "ovs"):
+                 time_limit_s: float = 3600.0, ring_model: str = "steps", hash_model: str = "ovs",
+                 queue_ms: float = DEFAULT_QUEUE_MS, lossless: bool = False):
         self.net = network
         self.jobs = list(jobs)
         self._jobs = {j.index: j for j in self.jobs}
@@ -195,6 +197,14 @@ class FluidSim:
         self.fluid_time = np.zeros(n)
         self.queued_time = np.zeros(n)
         self.queued_now = np.zeros(n, dtype=bool)
+        # A class FIFO overflows when it cannot hold fifo_flow_packets of every flow in it (testbed/qos.py sizes
+        # it; the lossless transport profile sizes it so that it never can).
+        self.overflow_on = self.p.overflow_timeouts > 0 and self.p.rto_s > 0 and not lossless
+        self.fifo_flows = np.array([queue_packets(r, queue_ms) for r in network.rate_mbps]) / max(
+            self.p.fifo_flow_packets, 1e-9)
+        self.overflow_time = np.zeros(n)
+        self.overflow_now = np.zeros(n, dtype=bool)
+        self.xfer_overflow = np.zeros(n, dtype=bool)
         self.total = np.zeros(n)
         self.t_acc = np.zeros(n)
         self.marks = np.zeros(n, dtype=np.int64)
@@ -212,7 +222,7 @@ class FluidSim:
         self.dirty = False
         self.ops: Dict[Tuple[int, int, int], Op] = {}
         self.op_times: Dict[int, List[Tuple[int, int, float]]] = {j.index: [] for j in self.jobs}
-        self.timeouts: Dict[int, int] = {j.index: 0 for j in self.jobs}
+        self.timeouts: Dict[int, float] = {j.index: 0 for j in self.jobs}
         self.live_class_changes = 0
         self.events = 0
         self.events_sent = 0
@@ -333,6 +343,7 @@ class FluidSim:
             dt = self.now - self.t_acc[idx]
             self.fluid_time[idx] += dt
             self.queued_time[idx] += dt * self.queued_now[idx]
+            self.overflow_time[idx] += dt * self.overflow_now[idx]
             self.t_acc[idx] = self.now
             if self.uses_events:
                 self._progress(idx)
@@ -347,7 +358,7 @@ class FluidSim:
                 # Flows that timed out wait for their timers: share the links without them.
                 idx = np.flatnonzero(self.active & ~self.suspended)
                 continue
-            if self.p.queue_delay_s > 0:
+            if self.p.queue_delay_s > 0 or self.overflow_on:
                 self._mark_queueing(idx, rates)
             break
         with np.errstate(divide="ignore"):
@@ -357,11 +368,13 @@ class FluidSim:
         self.dirty = False
 
     def _mark_queueing(self, idx: np.ndarray, rates: np.ndarray) -> None:
-        """Flag the steps that cross a saturated link shared with another job's flow in their class.
+        """Flag the steps that cross a saturated link shared with another job's flow in their class, and those
+        that cross a saturated link whose class FIFO overflows (more flows than it holds fifo_flow_packets for).
 
-        Only other jobs count: a job's own operations on a link were launched in backward order, so the FIFO
-        mostly serves the older one's packets first, and the fluid model already shares the link between them
-        (pessimistically for the older one); charging queueing on top would count that contention twice."""
+        Only other jobs count for queueing: a job's own operations on a link were launched in backward order, so
+        the FIFO mostly serves the older one's packets first, and the fluid model already shares the link between
+        them (pessimistically for the older one); charging queueing on top would count that contention twice.
+        Every flow counts for overflow: a FIFO drops whoever's packet arrives when it is full."""
         routes = self.routes[idx]
         rows, cols = np.nonzero(routes >= 0)
         links = routes[rows, cols]
@@ -377,6 +390,26 @@ class FluidSim:
         hit[rows[saturated[links] & same]] = True
         self.xfer_queued[idx[hit]] = True
         self.queued_now[idx] = hit
+        if self.overflow_on:
+            flows_here = np.bincount(key, minlength=8 * n_links)
+            over = np.zeros(idx.size, dtype=bool)
+            over[rows[saturated[links] & (flows_here[key] > self.fifo_flows[links])]] = True
+            self.xfer_overflow[idx[over]] = True
+            self.overflow_now[idx] = over
+
+    def _overflow_delay(self, e: int, steps: float) -> float:
+        """Expected retransmission timeouts of ``steps`` ring steps of entity e for the share of its sending
+        time it spent in an overflowing FIFO (counted for its job), and their cost in time."""
+        if not self.overflow_on:
+            return 0.0
+        if self.pipelined:
+            share = self.overflow_time[e] / self.fluid_time[e] if self.fluid_time[e] > 0 else 0.0
+        else:
+            share = float(self.xfer_overflow[e])
+            self.xfer_overflow[e] = False
+        expected = steps * share * self.p.overflow_timeouts * len(self.ent_conns[e])
+        self.timeouts[self.conn_meta[self.ent_conns[e][0]][0]] += expected
+        return steps * share * self.p.overflow_timeouts * self.p.rto_s
 
     def _check_starvation(self, idx: np.ndarray, rates: np.ndarray) -> bool:
         """Start or end every flow's starvation; one that ends after ``rto_s`` or more waits for its timer.
@@ -441,7 +474,7 @@ class FluidSim:
         self.rem[c] = op.chunks[step_chunk(r, op.sent[r], op.workers)] + HEADER_BYTES
         self.t_ref[c] = self.now
         self.xfer_op[c] = op
-        self.xfer_queued[c] = False
+        self.xfer_queued[c] = self.xfer_overflow[c] = False
         self.backoff[c] = 0
         self.starved_since[c] = np.nan
         self.dirty = True
@@ -453,8 +486,8 @@ class FluidSim:
         self.rem[e] = self.total[e] = total
         self.t_ref[e] = self.t_acc[e] = self.now
         self.xfer_op[e] = op
-        self.xfer_queued[e] = self.queued_now[e] = False
-        self.fluid_time[e] = self.queued_time[e] = 0.0
+        self.xfer_queued[e] = self.queued_now[e] = self.overflow_now[e] = False
+        self.fluid_time[e] = self.queued_time[e] = self.overflow_time[e] = 0.0
         self.marks[e] = 0
         self.backoff[e] = 0
         self.starved_since[e] = np.nan
@@ -488,12 +521,14 @@ class FluidSim:
         dt = self.now - self.t_acc[e]
         self.fluid_time[e] += dt
         self.queued_time[e] += dt * self.queued_now[e]
+        self.overflow_time[e] += dt * self.overflow_now[e]
         self._retire(e)
         # Every step's fixed latency lies on the ring's critical path; queueing is charged per step for the
         # share of the time the ring's flows spent behind same-class traffic on a saturated link.
         delay = op.steps * self.p.step_latency_s
         if self.p.queue_delay_s > 0 and self.fluid_time[e] > 0:
             delay += op.steps * self.p.queue_delay_s * self.queued_time[e] / self.fluid_time[e]
+        delay += self._overflow_delay(e, op.steps)
         delay += self._starved_tail(e)
         if delay > 0:
             self._push(self.now + delay, _EV_STEP_DONE, (op, -1))
@@ -540,6 +575,7 @@ class FluidSim:
         op = self.xfer_op[c]
         self._retire(c)
         delay = self.p.queue_delay_s if self.xfer_queued[c] else 0.0
+        delay += self._overflow_delay(c, 1)
         delay += self._starved_tail(c)
         r = self.conn_meta[c][1]
         if delay > 0:

@@ -14,6 +14,11 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
 ``rto_s``           retransmission timeouts: a flow held below ``starve_share`` of its host link for ``rto_s``
                     loses its window and only sends again when its timer fires, at rto_s, 2 rto_s, 4 rto_s ...
                     after it was starved (exponential backoff), even if capacity came back earlier. 0: off.
+``overflow_timeouts`` retransmission timeouts (each costing ``rto_s``) expected per ring step that crossed a
+                    saturated link whose class FIFO overflows: it holds fewer than ``fifo_flow_packets`` packets
+                    for each of its flows (the FIFO's length is testbed/qos.py's, ``queue_ms`` of the link rate),
+                    so a flow's window falls below what fast retransmit needs and losses end in timeouts. Charged
+                    for the share of the step's time spent there. 0: off; never under the lossless profile.
 ``class_change_s``  cost of a live class change: a flow whose class changes while it has bytes in flight stops
                     for this long (its packets are reordered between two queues; TCP repairs that by
                     retransmitting). 0: off.
@@ -26,8 +31,8 @@ controller collects events before deciding once for all of them (it handles even
 ``scripts/fit_twin.py`` writes from finished ECMP emulation runs only (so that any agreement on the other
 policies is a prediction, not a fit). ``physical()`` keeps the calibrated model's measured, physical terms
 (``goodput``, ``rto_s``) and turns the fitted delays off (``step_latency_s``, ``queue_delay_s``,
-``class_change_s``): the optimistic end of the calibrated model, which scripts/bounds.py uses so that a bound
-is not lowered by a delay fitted on shared links.
+``overflow_timeouts``, ``class_change_s``): the optimistic end of the calibrated model, which scripts/bounds.py
+uses so that a bound is not lowered by a fitted delay.
 """
 from __future__ import annotations
 
@@ -37,7 +42,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, Mapping, Optional, Union
 
 CALIBRATED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibrated.json")
-ARTEFACTS = ("goodput", "step_latency_s", "queue_delay_s", "rto_s", "class_change_s")
+ARTEFACTS = ("goodput", "step_latency_s", "queue_delay_s", "rto_s", "overflow_timeouts", "class_change_s")
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,8 @@ class ModelParams:
     queue_delay_s: float = 0.0
     rto_s: float = 0.0
     starve_share: float = 0.02
+    overflow_timeouts: float = 0.0
+    fifo_flow_packets: float = 2.0
     class_change_s: float = 0.0
     event_latency_s: float = 0.0005
     reaction_latency_s: float = 0.005
@@ -95,7 +102,7 @@ def calibrated(path: str = CALIBRATED_FILE) -> ModelParams:
 
 
 #: The calibrated model's terms that a fit sets (physical() turns them off).
-FITTED_TERMS = ("step_latency_s", "queue_delay_s", "class_change_s")
+FITTED_TERMS = ("step_latency_s", "queue_delay_s", "overflow_timeouts", "class_change_s")
 
 
 def physical(path: str = CALIBRATED_FILE) -> ModelParams:

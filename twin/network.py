@@ -68,7 +68,8 @@ class Network:
             rates += [spec.fabric_rate_mbps, spec.fabric_rate_mbps]
         self.names = names
         self.index: Dict[Tuple[str, str], int] = {n: i for i, n in enumerate(names)}
-        self.capacity = np.asarray(rates, dtype=float) * 1e6 * goodput
+        self.rate_mbps = np.asarray(rates, dtype=float)       # as configured (the class FIFOs are sized on it)
+        self.capacity = self.rate_mbps * 1e6 * goodput
         self._routes: Dict[Tuple[str, str, int], Tuple[int, ...]] = {}
 
     @property
