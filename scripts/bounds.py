@@ -3,6 +3,7 @@
 
     python scripts/bounds.py --scenario workloads/scenarios/headline.yaml [--engine fluid] [-- RUNNER FLAGS]
     sudo python scripts/bounds.py --scenario ... --engine emulation -- --host-rate 5 --fabric-rate 5
+    sudo python scripts/bounds.py --scenario ... --engine emulation --schedulers ecmp --keep DIR -- ...
 
 No network scheduler can make a job faster than it runs with the fabric to itself under the best order of its
 own operations, so each job's utilisation alone, U_bound_j, bounds what any policy reaches for it, and their
@@ -18,6 +19,9 @@ U_ecmp).
 In the fluid engine the jobs run under the ``physical`` model (twin/model.py: the calibrated model's measured
 terms, its fitted delays off), the optimistic end of the twin, unless the runner flags name a ``--twin-model``:
 a bound must not be lowered by a delay that was fitted on links shared with other jobs.
+
+The runs go to a temporary folder, or with ``--keep DIR`` to ``DIR/<job>-<scheduler>/`` (results folders like any
+run's: scripts/fit_twin.py fits the twin's per-step latency on emulation runs of one job alone).
 """
 from __future__ import annotations
 
@@ -74,6 +78,7 @@ def main(argv=None) -> int:
     p.add_argument("--engine", choices=["fluid", "emulation"], default="fluid")
     p.add_argument("--schedulers", default="ecmp,bytescheduler,flux-v1",
                    help="policies of the lone runs, comma-separated; a job's bound is its best (default: %(default)s)")
+    p.add_argument("--keep", default=None, metavar="DIR", help="keep each run's results folder under DIR")
     p.add_argument("runner_flags", nargs="*", help="fabric flags for testbed/run.py, after --")
     args = p.parse_args(argv)
     try:
@@ -86,7 +91,9 @@ def main(argv=None) -> int:
         return 2
     schedulers = [x for x in args.schedulers.split(",") if x]
     jobs, gpus, weighted = {}, 0, 0.0
-    with tempfile.TemporaryDirectory(prefix="bounds-") as work:
+    with tempfile.TemporaryDirectory(prefix="bounds-") as tmp:
+        work = os.path.abspath(args.keep) if args.keep else tmp
+        os.makedirs(work, exist_ok=True)
         named = any(flag == "--twin-model" or flag.startswith("--twin-model=") for flag in args.runner_flags)
         model_flags = ["--twin-model", "physical"] if args.engine == "fluid" and not named else []
         for spec in resolved["jobs"]:
@@ -95,7 +102,7 @@ def main(argv=None) -> int:
                 yaml.safe_dump(alone[spec.name], f)
             by_scheduler, errors = {}, []
             for scheduler in schedulers:
-                out = os.path.join(work, f"run-{spec.name}-{scheduler}")
+                out = os.path.join(work, f"{spec.name}-{scheduler}")
                 cmd = RUN + ["--engine", args.engine, "--scheduler", scheduler, "--scenario", path,
                              "--out", out, "-q", *model_flags, *args.runner_flags]
                 r = subprocess.run(cmd, capture_output=True, text=True)

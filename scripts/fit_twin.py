@@ -1,19 +1,30 @@
 #!/usr/bin/env python3
 """Fit the twin's artefact terms on finished ECMP emulation runs, and write twin/calibrated.json.
 
-    python scripts/fit_twin.py results/headline/runs [more folders ...] [--out twin/calibrated.json]
+    python scripts/fit_twin.py results/suite/emulation results/twin/solo [--out twin/calibrated.json]
 
 Only ECMP runs are used (every flow in class 0 on a hashed path): whatever the fit absorbs is then about TCP and
 the emulator, not about a policy, and the twin's agreement on the other policies stays a prediction. Each run
 folder's config.json (or the copy in summary.json) gives the scenario, the fabric and the seed; the twin replays
-the run on the switches' own ECMP paths (Open vSwitch's hash, twin/network.py) over the grid below, and the
-terms minimising the squared error of the per-job GPU utilisation (workers' truth) are kept. ``goodput``
-(0.956, measured by scripts/bench_fabric.py) and ``rto_s`` (Linux's minimum retransmission timeout, 0.2 s) are
-physical and not fitted; ``step_latency_s`` and ``queue_delay_s`` are. Prints the fit as JSON.
+the run on the switches' own ECMP paths (Open vSwitch's hash, twin/network.py). ``goodput`` (0.956, measured by
+scripts/bench_fabric.py) and ``rto_s`` (Linux's minimum retransmission timeout, 0.2 s) are physical and not
+fitted. The other terms are fitted in three stages, each on the runs and the observable that carry it:
+
+1. ``step_latency_s`` on the runs of one job alone (``scripts/bounds.py --engine emulation --schedulers ecmp
+   --keep DIR``), against the per-job GPU utilisation: nothing else is on the links, so neither queueing behind
+   another job nor an overflowing FIFO can stand in for it;
+2. ``overflow_timeouts`` and ``fifo_flow_packets`` on the runs of several jobs, against the TCP retransmission
+   timeouts each run counted (``fidelity.tcp.timeouts``; the error is taken on square roots, as for counts):
+   where FIFOs overflow, and how often that ends in a timeout;
+3. ``queue_delay_s`` on the runs of several jobs, against the per-job GPU utilisation, with the terms above.
+
+Without runs of a job alone, stage 1 is skipped and stage 3 fits the step latency too. ``--jobs`` spreads each
+grid over processes. Prints the fit as JSON.
 """
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import itertools
 import json
 import os
@@ -34,8 +45,12 @@ from testbed.results import RunFolder  # noqa: E402
 import twin  # noqa: E402
 from twin.model import CALIBRATED_FILE, DEFAULT_CALIBRATION, IDEAL  # noqa: E402
 
-STEP_LATENCY_S = (0.0, 0.002, 0.004, 0.006, 0.008)
-QUEUE_DELAY_S = (0.0, 0.01, 0.02, 0.03, 0.045)
+SOLO_STEP_LATENCY_S = tuple(k / 1000 for k in range(9))      # stage 1: 0 to 8 ms
+OVERFLOW_TIMEOUTS = (0.25, 0.5, 1.0, 2.0, 4.0)                # stage 2
+FIFO_FLOW_PACKETS = (1.0, 1.25, 1.5, 2.0, 3.0)
+QUEUE_DELAY_S = (0.0, 0.005, 0.01, 0.015, 0.02, 0.03)         # stage 3
+STEP_LATENCY_S = (0.0, 0.002, 0.004, 0.006)                   # stage 3, without runs of a job alone
+FITTED = ("step_latency_s", "queue_delay_s", "overflow_timeouts", "fifo_flow_packets")
 
 
 def ecmp_runs(folders):
@@ -52,13 +67,49 @@ def ecmp_runs(folders):
 
 
 def replay(summary, params, ring_model="auto"):
-    """The twin's per-job utilisation for one recorded run under ``params``."""
+    """The twin's per-job utilisation and its retransmission timeouts for one recorded run under ``params``."""
     cfg = summary.config
     resolved = twin.prepare_recorded(cfg)
     jobs = resolved["jobs"]
     r = twin.simulate(resolved["layout"], jobs, "ecmp", {}, params, cfg.get("class_mode", "strict"),
-                      float(cfg.get("class_floor", 0.01)), int(summary.seed or 1), ring_model=ring_model)
-    return {j["name"]: j["gpu_utilization"] for j in twin.summarize(jobs, r)["jobs"]}
+                      float(cfg.get("class_floor", 0.01)), int(summary.seed or 1), ring_model=ring_model,
+                      **twin.fifo_settings(cfg))
+    return {j["name"]: j["gpu_utilization"] for j in twin.summarize(jobs, r)["jobs"]}, sum(r.timeouts.values())
+
+
+FIXED = {"goodput": DEFAULT_CALIBRATION["goodput"], "rto_s": DEFAULT_CALIBRATION["rto_s"]}
+_RUNS = {}
+
+
+def errors(point, paths, ring_model="auto") -> dict:
+    """Root mean squared errors over the runs at ``paths`` for one combination of the fitted terms: of the per-job
+    utilisation, and of the square root of each run's timeouts (a process of the pool loads the runs once)."""
+    key = tuple(paths)
+    if key not in _RUNS:
+        _RUNS[key] = [RunFolder(path).summary() for path in paths]
+    params = IDEAL.with_(**FIXED, **point)
+    util_err, jobs, timeout_err = 0.0, 0, 0.0
+    for summary in _RUNS[key]:
+        utils, timeouts = replay(summary, params, ring_model)
+        for job in summary.jobs:
+            util_err += (utils[job.name] - job.gpu_utilization) ** 2
+            jobs += 1
+        measured = ((summary.fidelity or {}).get("tcp") or {}).get("timeouts") or 0
+        timeout_err += (timeouts ** 0.5 - measured ** 0.5) ** 2
+    return {"rmse": (util_err / jobs) ** 0.5, "rmse_sqrt_timeouts": (timeout_err / len(_RUNS[key])) ** 0.5}
+
+
+def search(pool, points, runs, objective, ring_model):
+    """One stage: every point of its grid with its errors over ``runs``, and the point minimising ``objective``."""
+    paths = [f.path for f, _s in runs]
+    found = pool.map(errors, points, itertools.repeat(paths), itertools.repeat(ring_model))
+    grid = [dict(point, **errs) for point, errs in zip(points, found)]
+    best = min(grid, key=lambda g: g[objective])
+    return {"runs": [rel(f) for f, _s in runs], "objective": objective, "best": best, "grid": grid}
+
+
+def rel(folder) -> str:
+    return os.path.relpath(folder.path, PROJECT_DIR)
 
 
 def main(argv=None) -> int:
@@ -66,33 +117,46 @@ def main(argv=None) -> int:
     p.add_argument("folders", nargs="+", help="folders holding finished emulation runs (searched recursively)")
     p.add_argument("--out", default=CALIBRATED_FILE, help="where to write the fitted terms")
     p.add_argument("--ring-model", default="auto", choices=("auto", "steps", "pipelined"))
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: one per CPU)")
     args = p.parse_args(argv)
     runs = ecmp_runs(args.folders)
     if not runs:
         sys.stderr.write("fit_twin.py: no finished ECMP emulation runs found\n")
         return 2
-    truth = [{j.name: j.gpu_utilization for j in s.jobs} for _f, s in runs]
-    fixed = {"goodput": DEFAULT_CALIBRATION["goodput"], "rto_s": DEFAULT_CALIBRATION["rto_s"]}
     t0 = time.time()
-    grid = []
-    for step, queue in itertools.product(STEP_LATENCY_S, QUEUE_DELAY_S):
-        params = IDEAL.with_(step_latency_s=step, queue_delay_s=queue, **fixed)
-        err, n = 0.0, 0
-        for (_f, s), true in zip(runs, truth):
-            model = replay(s, params, args.ring_model)
-            for name, u in true.items():
-                err += (model[name] - u) ** 2
-                n += 1
-        grid.append({"step_latency_s": step, "queue_delay_s": queue, "rmse": (err / n) ** 0.5})
-    best = min(grid, key=lambda g: g["rmse"])
-    fit = {"params": dict(fixed, step_latency_s=best["step_latency_s"], queue_delay_s=best["queue_delay_s"]),
-           "rmse_per_job": best["rmse"], "runs": [os.path.relpath(f.path, PROJECT_DIR) for f, _s in runs],
-           "ring_model": args.ring_model,
-           "grid": grid, "fit_wall_s": time.time() - t0,
+    solo = [(f, s) for f, s in runs if len(s.jobs) == 1]
+    shared = [(f, s) for f, s in runs if len(s.jobs) > 1]
+    if not shared:
+        sys.stderr.write("fit_twin.py: no finished ECMP emulation run of several jobs found\n")
+        return 2
+    fitted = {"step_latency_s": 0.0, "queue_delay_s": 0.0, "overflow_timeouts": 0.0,
+              "fifo_flow_packets": IDEAL.fifo_flow_packets}
+    stages = []
+
+    def stage(names, values, runs, objective):
+        points = [dict(fitted, **dict(zip(names, combo))) for combo in itertools.product(*values)]
+        result = search(pool, points, runs, objective, args.ring_model)
+        fitted.update({name: result["best"][name] for name in names})
+        stages.append(dict(result, fits=list(names)))
+
+    with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
+        if solo:
+            stage(["step_latency_s"], [SOLO_STEP_LATENCY_S], solo, "rmse")
+        stage(["overflow_timeouts", "fifo_flow_packets"], [OVERFLOW_TIMEOUTS, FIFO_FLOW_PACKETS], shared,
+              "rmse_sqrt_timeouts")
+        if solo:
+            stage(["queue_delay_s"], [QUEUE_DELAY_S], shared, "rmse")
+        else:
+            stage(["step_latency_s", "queue_delay_s"], [STEP_LATENCY_S, QUEUE_DELAY_S], shared, "rmse")
+    best = stages[-1]["best"]
+    fit = {"params": dict(FIXED, **fitted),
+           "rmse_per_job": best["rmse"], "rmse_sqrt_timeouts_per_run": best["rmse_sqrt_timeouts"],
+           "ring_model": args.ring_model, "stages": stages, "fit_wall_s": time.time() - t0,
            "command": " ".join(["scripts/fit_twin.py"] + (argv if argv is not None else sys.argv[1:]))}
     with open(args.out, "w") as f:
         json.dump(fit, f, indent=2)
-    print(json.dumps({k: v for k, v in fit.items() if k != "grid"}, indent=2))
+    print(json.dumps(dict(fit, stages=[{k: v for k, v in st.items() if k not in ("grid", "runs")}
+                                       for st in fit["stages"]]), indent=2))
     return 0
 
 
