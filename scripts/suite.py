@@ -260,6 +260,8 @@ def job_means(folder: str) -> Dict[str, float]:
 
 #: The agreement compare() counts: cluster utilisation within CLUSTER_BAND, every job within JOB_BAND.
 CLUSTER_BAND, JOB_BAND = 0.03, 0.05
+#: Two variants whose mean utilisations differ by more than this count as ordered (docs/twin.md's ranking).
+RANK_MARGIN = 0.01
 
 
 def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
@@ -296,8 +298,9 @@ def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
                      f"[{p['other_min']:.3f}, {p['other_max']:.3f}] | {p['difference']:+.3f} | "
                      f"{p['worst_job'] or ''} | {job_cell} |")
     lines += ["", f"Agreement per variant: scenarios with the cluster within ±{CLUSTER_BAND} and with every job "
-              f"within ±{JOB_BAND}.", "", "| variant | cluster within | every job within | outside |",
-              "|---|---|---|---|"]
+              f"within ±{JOB_BAND}, and the mean absolute difference over the scenarios (cluster, worst job).", "",
+              "| variant | cluster within | every job within | mean abs. cluster | mean abs. worst job | outside |",
+              "|---|---|---|---|---|---|"]
     for variant in dict.fromkeys(p["variant"] for p in pairs):
         mine = [p for p in pairs if p["variant"] == variant]
         cluster_ok = [p for p in mine if abs(p["difference"]) <= CLUSTER_BAND]
@@ -305,17 +308,39 @@ def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
         outside = [f"{p['scenario']} {p['difference']:+.3f}" for p in mine if p not in cluster_ok]
         outside += [f"{p['scenario']} {p['worst_job']} {p['worst_job_difference']:+.3f}"
                     for p in mine if p["worst_job"] and p not in jobs_ok]
+        worst = [abs(p["worst_job_difference"]) for p in mine if p["worst_job"]]
         lines.append(f"| {variant} | {len(cluster_ok)}/{len(mine)} | {len(jobs_ok)}/{len(mine)} | "
-                     f"{', '.join(outside)} |")
+                     f"{sum(abs(p['difference']) for p in mine) / len(mine):.3f} | "
+                     f"{sum(worst) / len(worst) if worst else float('nan'):.3f} | {', '.join(outside)} |")
     lines += ["", "| scenario | order here | order in other | same order |", "|---|---|---|---|"]
     for scenario in dict.fromkeys(p["scenario"] for p in pairs):
         mine = [p for p in pairs if p["scenario"] == scenario]
         here = [p["variant"] for p in sorted(mine, key=lambda p: -p["u"])]
         there = [p["variant"] for p in sorted(mine, key=lambda p: -p["u_other"])]
         lines.append(f"| {scenario} | {' > '.join(here)} | {' > '.join(there)} | {'yes' if here == there else 'no'} |")
+    discordant = discordant_pairs(pairs)
+    lines += ["", f"Pairs of variants that the runs here separate by more than {RANK_MARGIN} and the other folder "
+              f"orders the other way: {len(discordant)}.", ""]
+    lines += [f"- {d['scenario']}: {d['a']} {d['u_a']:.3f} / {d['other_a']:.3f} against {d['b']} {d['u_b']:.3f} / "
+              f"{d['other_b']:.3f}" for d in discordant]
     with open(os.path.join(out, "compare.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     return pairs
+
+
+def discordant_pairs(pairs, margin=None) -> list:
+    """Pairs of variants of a scenario that the runs here separate by more than ``margin`` (a difference the
+    seeds resolve) and the other folder orders the other way."""
+    margin = RANK_MARGIN if margin is None else margin
+    out = []
+    for scenario in dict.fromkeys(p["scenario"] for p in pairs):
+        mine = sorted((p for p in pairs if p["scenario"] == scenario), key=lambda p: -p["u"])
+        for i, a in enumerate(mine):
+            for b in mine[i + 1:]:
+                if a["u"] - b["u"] > margin and a["u_other"] < b["u_other"]:
+                    out.append({"scenario": scenario, "a": a["variant"], "b": b["variant"], "u_a": a["u"],
+                                "u_b": b["u"], "other_a": a["u_other"], "other_b": b["u_other"]})
+    return out
 
 
 def main(argv=None) -> int:

@@ -148,4 +148,18 @@ def test_compare_names_the_job_furthest_off_and_counts_agreement(tmp_path):
     assert abs(pairs["pair"]["worst_job_difference"]) == pytest.approx(0.06)
     assert pairs["solo"]["worst_job"] == "a" and pairs["solo"]["worst_job_difference"] == pytest.approx(-0.08)
     table = (here / "compare.md").read_text()
-    assert "| ecmp | 1/2 | 0/2 |" in table
+    assert "| ecmp | 1/2 | 0/2 | 0.020 | 0.070 |" in table
+
+
+def test_compare_lists_the_pairs_the_other_engine_orders_the_other_way(tmp_path):
+    here, other = tmp_path / "here", tmp_path / "other"
+    rows = [_suite_folder(here, "s", "ecmp", {"a": 0.60}), _suite_folder(here, "s", "crux", {"a": 0.80}),
+            _suite_folder(here, "s", "flux", {"a": 0.805})]
+    # crux above ecmp here and there; flux 0.005 above crux here (a tie) but below it there: not counted;
+    # flux above ecmp here by 0.205 and below it there: counted.
+    _suite_folder(other, "s", "ecmp", {"a": 0.70})
+    _suite_folder(other, "s", "crux", {"a": 0.75})
+    _suite_folder(other, "s", "flux", {"a": 0.65})
+    pairs = suite.compare(str(here), rows, str(other))
+    assert [(d["a"], d["b"]) for d in suite.discordant_pairs(pairs)] == [("flux", "ecmp")]
+    assert "orders the other way: 1." in (here / "compare.md").read_text()
