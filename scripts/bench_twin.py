@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Scaling benchmark of the flow-level twin: wall time and peak memory per cluster size and scheduler.
 
-    python scripts/bench_twin.py [--sizes 16,64,256,1024] [--schedulers ecmp,crux,flux] [--figure FILE]
+    python scripts/bench_twin.py [--sizes 16,64,256,1024,4096] [--schedulers ecmp,crux,flux] [--figure FILE]
 
 Each run is its own process (so that its peak resident memory is its own), on one core, with the calibrated
 model and ``ring_model="auto"`` (every ring step simulated up to 128 GPUs, whole rings above). Sizes and their
@@ -85,7 +85,7 @@ def one(gpus: int, scheduler: str) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", default="16,64,256,1024")
+    p.add_argument("--sizes", default="16,64,256,1024,4096")
     p.add_argument("--schedulers", default="ecmp,crux,flux")
     p.add_argument("--figure", default=None, help="write a PNG of wall time against GPUs")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # "GPUS:SCHEDULER": run in this process
