@@ -83,11 +83,12 @@ def emulation_figures(folders):
     return found
 
 
-def twin_figures(resolved, scheduler, seeds, class_floor):
+def twin_figures(resolved, scheduler, seeds, class_floor, config=None):
+    """The twin's figures per seed; ``config`` (a recorded run's) sizes the class FIFOs as that run did."""
     out = []
     for seed in seeds:
         r = twin.simulate(resolved["layout"], resolved["jobs"], scheduler, {}, "calibrated", "strict", class_floor,
-                          seed)
+                          seed, **twin.fifo_settings(config or {}))
         f = twin.summarize(resolved["jobs"], r)
         out.append({"seed": seed, "cluster": f["cluster"]["gpu_utilization"],
                     "jobs": {j["name"]: j["gpu_utilization"] for j in f["jobs"]}, "timeouts": sum(r.timeouts.values()),
@@ -130,7 +131,7 @@ def main(argv=None) -> int:
             spec = FabricSpec(host_rate_mbps=args.host_rate, fabric_rate_mbps=args.fabric_rate)
             resolved = twin.prepare_recorded(config) if config else twin.prepare(str(scenario), spec)
             floor = float(config.get("class_floor", args.class_floor)) if config else args.class_floor
-            tw = twin_figures(resolved, scheduler, sorted({r["seed"] for r in runs}) or seeds, floor)
+            tw = twin_figures(resolved, scheduler, sorted({r["seed"] for r in runs}) or seeds, floor, config)
             e_cluster = mean(r["cluster"] for r in runs) if runs else None
             t_cluster = mean(r["cluster"] for r in tw)
             e_to = [r["timeouts"] for r in runs if r["timeouts"] is not None]
