@@ -77,7 +77,7 @@ def replay(summary, params, ring_model="auto"):
     return {j["name"]: j["gpu_utilization"] for j in twin.summarize(jobs, r)["jobs"]}, sum(r.timeouts.values())
 
 
-FIXED = {"goodput": DEFAULT_CALIBRATION["goodput"], "rto_s": DEFAULT_CALIBRATION["rto_s"]}
+FIXED = {name: DEFAULT_CALIBRATION[name] for name in ("goodput", "rto_s", "rto_backoff")}
 _RUNS = {}
 
 

@@ -241,6 +241,12 @@ def test_starvation_timeouts_cost_time_and_are_counted():
     # Job 1 resumes at the first timer after job 0 is done (0.2 + 0.4 = 0.6 s), not at 0.48 s.
     times = {j: t for j, ops in r.op_times.items() for _it, _b, t in ops}
     assert times[1] == pytest.approx(0.6 + alone, rel=1e-6)
+    # Without backoff (TCP's RTO grew with the RTT under the floor): one timeout per starved connection, and job 1
+    # goes on the moment job 0 is done.
+    r = FluidSim(Network(LAYOUT, view), [a, b], _Fixed(view, [a, b]), params.with_(rto_backoff=0.0)).run()
+    times = {j: t for j, ops in r.op_times.items() for _it, _b, t in ops}
+    assert r.timeouts[1] == 4 and r.timeouts[0] == 0
+    assert times[1] == pytest.approx(2 * alone, rel=1e-6)
 
 
 def test_pipelined_and_step_rings_agree_on_a_shipped_scenario():

@@ -425,12 +425,23 @@ class FluidSim:
             slept = self._end_starvation(int(c)) or slept
         return slept
 
+    def _adaptive_timeout(self, c: int, starved: float) -> None:
+        """``rto_backoff`` off: a starvation of ``rto_s`` or more cost one timeout, at its onset, and nothing after
+        it: the flow went on at what its class was left (the floor), its RTO grew with the RTT it measured there,
+        and it sends again as soon as capacity is back."""
+        if starved >= self.p.rto_s:
+            conns = self.ent_conns[c]
+            self.timeouts[self.conn_meta[conns[0]][0]] += len(conns)
+
     def _end_starvation(self, c: int) -> bool:
         """Capacity is back for flow c: if it was starved long enough to time out, it sleeps until its next
         retransmission timer (True), else it goes on at once (False)."""
         since = self.starved_since[c]
         self.starved_since[c] = np.nan
         if math.isnan(since):
+            return False
+        if not self.p.rto_backoff:
+            self._adaptive_timeout(c, self.now - since)
             return False
         base = self.p.rto_s * (2 ** int(self.backoff[c]))
         starved = self.now - since
@@ -560,6 +571,9 @@ class FluidSim:
         since, base = self.starved_since[c], self.p.rto_s * (2 ** int(self.backoff[c]))
         self.starved_since[c] = np.nan
         starved = self.now - since
+        if not self.p.rto_backoff:
+            self._adaptive_timeout(c, starved)
+            return 0.0
         if starved < base:
             return 0.0
         k = max(1, math.ceil(math.log2(starved / base + 1) - 1e-12))

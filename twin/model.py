@@ -12,8 +12,12 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     its class was there too (a FIFO per class: its packets wait behind the other flow's queue;
                     a job's own operations are shared by the fluid model already).
 ``rto_s``           retransmission timeouts: a flow held below ``starve_share`` of its host link for ``rto_s``
-                    loses its window and only sends again when its timer fires, at rto_s, 2 rto_s, 4 rto_s ...
-                    after it was starved (exponential backoff), even if capacity came back earlier. 0: off.
+                    times out. With ``rto_backoff`` 1 it loses its window and only sends again when its timer
+                    fires, at rto_s, 2 rto_s, 4 rto_s ... after it was starved (exponential backoff), even if
+                    capacity came back earlier (the calibrated model). With ``rto_backoff`` 0 it times out once,
+                    at the onset, and goes on as soon as capacity is back, as if its RTO had grown with the RTT
+                    it measured under the class floor (RFC 6298) and no timer were left to wait for; tried
+                    against the suite, it made ByteScheduler's pairs optimistic (docs/twin.md). 0: off.
 ``overflow_timeouts`` retransmission timeouts (each costing ``rto_s``) expected per ring step that crossed a
                     saturated link whose class FIFO overflows: it holds fewer than ``fifo_flow_packets`` packets
                     for each of its flows (the FIFO's length is testbed/qos.py's, ``queue_ms`` of the link rate),
@@ -54,6 +58,7 @@ class ModelParams:
     queue_delay_s: float = 0.0
     rto_s: float = 0.0
     starve_share: float = 0.02
+    rto_backoff: float = 1.0
     overflow_timeouts: float = 0.0
     fifo_flow_packets: float = 2.0
     class_change_s: float = 0.0
@@ -86,8 +91,9 @@ class ModelParams:
 
 IDEAL = ModelParams()
 
-#: Used when no fit has been written yet: the terms the prototype model was calibrated with (issue 10).
-DEFAULT_CALIBRATION = {"goodput": 0.956, "step_latency_s": 0.004, "queue_delay_s": 0.030, "rto_s": 0.2}
+#: The calibrated model's physical terms, and its fitted ones until a fit is written (the prototype's values).
+DEFAULT_CALIBRATION = {"goodput": 0.956, "step_latency_s": 0.004, "queue_delay_s": 0.030, "rto_s": 0.2,
+                       "rto_backoff": 1.0}
 
 
 def calibrated(path: str = CALIBRATED_FILE) -> ModelParams:
