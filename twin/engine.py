@@ -42,8 +42,8 @@ import numpy as np
 from controller.schedulers.base import Scheduler
 from core.model import Decision, FlowKey, JobSpec, OperationEvent
 from core.ring import ring_bytes_per_rank, ring_steps
-from twin.model import ModelParams
 from testbed.qos import DEFAULT_QUEUE_MS, queue_packets
+from twin.model import ModelParams
 from twin.network import Network, allocate, hashed_path
 from workloads.program import COMPUTE, LAUNCH, WAIT, IterationProgram
 
