@@ -407,8 +407,7 @@ class FluidSim:
         else:
             share = float(self.xfer_overflow[e])
             self.xfer_overflow[e] = False
-        expected = steps * share * self.p.overflow_timeouts * len(self.ent_conns[e])
-        self.timeouts[self.conn_meta[self.ent_conns[e][0]][0]] += expected
+        self._count_timeouts(e, steps * share * self.p.overflow_timeouts)
         return steps * share * self.p.overflow_timeouts * self.p.rto_s
 
     def _check_starvation(self, idx: np.ndarray, rates: np.ndarray) -> bool:
@@ -425,13 +424,16 @@ class FluidSim:
             slept = self._end_starvation(int(c)) or slept
         return slept
 
+    def _count_timeouts(self, e: int, per_connection: float) -> None:
+        """Charge entity e's job ``per_connection`` timeouts for each connection the entity carries."""
+        self.timeouts[int(self.ent_job[e])] += per_connection * len(self.ent_conns[e])
+
     def _adaptive_timeout(self, c: int, starved: float) -> None:
         """``rto_backoff`` off: a starvation of ``rto_s`` or more cost one timeout, at its onset, and nothing after
         it: the flow went on at what its class was left (the floor), its RTO grew with the RTT it measured there,
         and it sends again as soon as capacity is back."""
         if starved >= self.p.rto_s:
-            conns = self.ent_conns[c]
-            self.timeouts[self.conn_meta[conns[0]][0]] += len(conns)
+            self._count_timeouts(c, 1)
 
     def _end_starvation(self, c: int) -> bool:
         """Capacity is back for flow c: if it was starved long enough to time out, it sleeps until its next
@@ -450,8 +452,7 @@ class FluidSim:
         # Timers fire at since + base (2^k - 1); the flow resumes at the first one at or after now.
         k = max(1, math.ceil(math.log2(starved / base + 1) - 1e-12))
         resume = since + base * (2 ** k - 1)
-        job = self.conn_meta[self.ent_conns[c][0]][0]
-        self.timeouts[job] += k * len(self.ent_conns[c])
+        self._count_timeouts(c, k)
         self.backoff[c] += k
         if resume > self.now + _EPS_T and not self.suspended[c]:
             self.suspended[c] = True
@@ -577,8 +578,7 @@ class FluidSim:
         if starved < base:
             return 0.0
         k = max(1, math.ceil(math.log2(starved / base + 1) - 1e-12))
-        conns = self.ent_conns[c]
-        self.timeouts[self.conn_meta[conns[0]][0]] += k * len(conns)
+        self._count_timeouts(c, k)
         return since + base * (2 ** k - 1) - self.now
 
     def _flow_done(self, c: int) -> None:

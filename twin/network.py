@@ -35,6 +35,7 @@ Hashed (ECMP) paths, two hash models (``hashed_path``), each fixed for a flow's 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 from typing import Dict, List, Optional, Tuple
@@ -126,6 +127,7 @@ def ovs_symmetric_l3l4(flow: FlowKey, basis: int = 0) -> int:
     return _mhash_finish(hash_ ^ basis)
 
 
+@functools.lru_cache(maxsize=None)
 def ovs_hash_map(n_buckets: int) -> Tuple[int, ...]:
     """The bucket of every dp_hash slot for ``n_buckets`` equal-weight buckets (ofproto-dpif.c
     ``group_setup_dp_hash_table``: at least 16 slots, a power of two; Webster's method, first bucket on ties)."""
