@@ -25,6 +25,8 @@ class Csv:
 
     def __init__(self, path: str, header: List[str], append: bool = False):
         """``append``: go on with an existing file (a restarted controller's), writing the header only if new."""
+        if append and os.path.exists(path):
+            drop_partial_line(path)
         fresh = not (append and os.path.exists(path) and os.path.getsize(path) > 0)
         self._f = open(path, "w" if fresh else "a", newline="")
         self._w = csv.writer(self._f)
@@ -38,6 +40,32 @@ class Csv:
     def write_many(self, rows) -> None:
         self._w.writerows(rows)
         self._f.flush()
+
+
+def drop_partial_line(path: str) -> None:
+    """Cut a file back to its last complete line. A controller killed in the middle of a write (the runner's
+    ``controller ... kill`` fault, or a crash) can leave half a row; its successor must not append to it, or the
+    half row and the next one merge into a row that no reader can parse."""
+    with open(path, "rb+") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        if size == 0:
+            return
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+        # Scan back in blocks for the last newline (rows are short; the file may not be).
+        end, keep = size, 0
+        while end > 0:
+            start = max(0, end - 65536)
+            f.seek(start)
+            block = f.read(end - start)
+            cut = block.rfind(b"\n")
+            if cut >= 0:
+                keep = start + cut + 1
+                break
+            end = start
+        f.truncate(keep)
 
 
 def bind_unix(path: str) -> socket.socket:
