@@ -214,17 +214,6 @@ class Testbed:
         shell and can block on one that was cut off mid-command: all processes get their signal at once, bridges
         go in one OVS transaction, and the whole teardown takes a few seconds at most."""
         t0 = time.time()
-        for client in self.clients.values():
-            client.close()
-        self.clients = {}
-        # The controllers go first: stopping the switches under a live controller would report every link going
-        # down as a fabric change. The scheduler writes its final statistics on SIGTERM; all controllers are given
-        # the same 5 s together.
-        running = [proc for proc in self.controllers.values() if proc.poll() is None]
-        state.end_processes([(proc.pid, signal.SIGTERM) for proc in running], grace_s=2.0 if fast else 5.0)
-        for proc in running:
-            proc.poll()
-        self.controllers = {}
         if self.net is not None:
             if not fast:
                 try:
@@ -236,6 +225,15 @@ class Testbed:
                 self._close_mininet_files()
             self.net = None
             self.timings["stop_s"] = time.time() - t0
+        for client in self.clients.values():
+            client.close()
+        self.clients = {}
+        # The scheduler writes its final statistics on SIGTERM; all controllers are given the same 5 s together.
+        running = [proc for proc in self.controllers.values() if proc.poll() is None]
+        state.end_processes([(proc.pid, signal.SIGTERM) for proc in running], grace_s=2.0 if fast else 5.0)
+        for proc in running:
+            proc.poll()
+        self.controllers = {}
         for path in (self.events_socket, self.control_socket, self.monitor_socket):
             if os.path.exists(path):
                 os.unlink(path)
