@@ -130,12 +130,18 @@ def _typical_rate(series: Series) -> Optional[float]:
     return max(busy) if busy else None
 
 
+class Unsegmentable(ValueError):
+    """A flow's counter series cannot be cut into its operations; the message says why."""
+
+
 def _segment(series: Series, operations: int, min_spacing_s: float = 0.0) -> List[Tuple[float, float, float]]:
     """``operation_intervals`` with, for each operation, the length of the polling interval holding its start
-    (the start's estimate and its true value both lie in that interval)."""
+    (the start's estimate and its true value both lie in that interval). Unsegmentable when it cannot be cut."""
     series, reset = _clean(series)
-    if len(series) < 2 or operations < 1 or series[-1][1] <= 0:
-        return []
+    if len(series) < 2 or operations < 1:
+        raise Unsegmentable(f"{len(series)} readable counter samples")
+    if series[-1][1] <= 0:
+        raise Unsegmentable("no bytes counted")
     # Connection set-up (SYN, handshake) happens long before the first operation and is a few hundred bytes:
     # count from the last sample still within that, or the first operation would seem to start at connect time.
     # Half an operation also bounds it: a set-up is less than half of the smallest operation (a bucket at the
@@ -147,13 +153,13 @@ def _segment(series: Series, operations: int, min_spacing_s: float = 0.0) -> Lis
     if base_index is None:
         # Already past the handshake at the first read: the first operation started before polling did, and its
         # start (hence the whole sequence's) is unknown.
-        return []
+        raise Unsegmentable(f"traffic before the first read ({series[0][1]} bytes at it)")
     series = series[base_index:]
     base = series[0][1]
     if series[-1][1] - base <= HANDSHAKE_BYTES:
         # No more than a connection's set-up in all: the flow carried no operations (a job that never ran). Cut
         # into ``operations`` volumes anyway, those few hundred bytes would give operations milliseconds apart.
-        return []
+        raise Unsegmentable(f"no more than a connection's set-up ({series[-1][1] - base} bytes)")
     volume = (series[-1][1] - base) / operations
     rate = _typical_rate(series)
     bursts = []
@@ -179,7 +185,7 @@ def _segment(series: Series, operations: int, min_spacing_s: float = 0.0) -> Lis
         return out
     if reset:
         # Cutting by volume needs every byte of the flow, and a reset may have lost some.
-        return []
+        raise Unsegmentable(f"{len(bursts)} bursts for {operations} operations after a counter reset")
     out = []
     for k in range(operations):
         # series[0] holds the base, so every crossing is at an index >= 1, with a read before it.
@@ -206,7 +212,10 @@ def operation_intervals(series: Series, operations: int, min_spacing_s: float = 
 
     Empty when the series cannot be segmented: fewer than two readable samples, traffic before the first read,
     no more than a connection's set-up in all, or a counter reset where cutting by volume is needed."""
-    return [(start, end) for start, end, _ in _segment(series, operations, min_spacing_s)]
+    try:
+        return [(start, end) for start, end, _ in _segment(series, operations, min_spacing_s)]
+    except Unsegmentable:
+        return []
 
 
 def _carried(series: Series) -> int:
@@ -229,22 +238,32 @@ def reconstruct_job(job: JobSpec, series: Dict[Tuple[int, int, int], Series], th
     correctly; it does not cover how the mean start spacing differs from the workers' wall time per iteration."""
     compute = job.model.compute_s
     spans, bounds, periods, comm = [], [], [], []
+    rejected = {}  # why each flow that gave no estimate gave none, for the error message
     for rank in range(job.workers):
         per_bucket = {}
         for bucket in job.model.buckets:
+            flow = f"bucket {bucket.index} rank {rank}"
             s = thin(series.get((job.index, bucket.index, rank), []), thin_factor)
             # Every operation moves at least the ring's payload on every rank's flow (framing and headers add to
             # it). A flow that carried clearly less did not carry all the operations (a run killed or out of
             # time): cut into ``iterations`` equal volumes it would give too many, too short operations.
             payload = job.iterations * ring_bytes_per_rank(bucket.nbytes, job.workers)
-            if _carried(s) < MIN_PAYLOAD_FRACTION * payload:
+            carried = _carried(s)
+            if carried < MIN_PAYLOAD_FRACTION * payload:
+                rejected[flow] = f"carried {carried} of its operations' {payload} bytes"
                 continue
-            iv = _segment(s, job.iterations, compute)
+            try:
+                iv = _segment(s, job.iterations, compute)
+            except Unsegmentable as e:
+                rejected[flow] = str(e)
+                continue
             if len(iv) != job.iterations or len(iv) < 2:
+                rejected[flow] = f"{len(iv)} of {job.iterations} operations found"
                 continue
             starts = [a for a, _, _ in iv]
             span = (starts[-1] - starts[0]) / (len(starts) - 1)
             if span <= 0:
+                rejected[flow] = "operations that do not follow each other"
                 continue
             spans.append(span)
             # Each start is off by less than the polling interval that holds it, and the boundaries in between
@@ -255,7 +274,10 @@ def reconstruct_job(job: JobSpec, series: Dict[Tuple[int, int, int], Series], th
         for k, (start, _, _) in enumerate(per_bucket.get(0, [])):
             comm.append(max(iv[k][1] for iv in per_bucket.values()) - start)
     if not spans:
-        return {"error": "no complete operation sequence in the flow counters"}
+        # Name a few flows' reasons: the message must say which condition failed, not only that one did.
+        why = "; ".join(f"{flow}: {reason}" for flow, reason in list(rejected.items())[:3])
+        more = f" (and {len(rejected) - 3} more)" if len(rejected) > 3 else ""
+        return {"error": f"no complete operation sequence in the flow counters ({why}{more})"}
     iteration = statistics.median(spans)
     # Every flow's estimate is within its bound of the truth, so their median is within the largest bound. Judged
     # for the job, not per flow: a per-flow test would keep the flows whose spans came out long.

@@ -75,7 +75,7 @@ def test_a_killed_controller_is_restarted_and_the_gap_recorded(tmp_path, role):
     assert restart["recovered_at"] - killed["applied_at"] < 10.0
     assert f"controller restarted: the {role} controller exited" in r.stdout
     # The switches kept their rules and counters: the reconstruction still reads every flow's counter.
-    assert summary["jobs"][0]["gpu_utilization_reconstructed"] is not None
+    assert summary["jobs"][0]["gpu_utilization_reconstructed"] is not None, summary["reconstruction"]["jobs"]
     stats = "controller_stats" if role == "scheduler" else "monitor_stats"
     assert (tmp_path / "run" / f"{stats}.0.json").exists()               # the dead process's own figures
     assert_clean()

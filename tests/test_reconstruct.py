@@ -374,9 +374,11 @@ def with_flows(run, change):
 
 
 def no_estimate(job, series, compute):
-    """Neither the flows nor the job give a number."""
+    """Neither the flows nor the job give a number; returns the job's error message."""
     assert all(operation_intervals(s, job.iterations, compute) == [] for s in series.values())
-    assert set(reconstruct_job(job, series)) == {"error"}
+    rec = reconstruct_job(job, series)
+    assert set(rec) == {"error"}
+    return rec["error"]
 
 
 def counter_at(series, t):
@@ -390,7 +392,9 @@ def test_flow_without_traffic():
     # first all-reduce). Cut into 20 "operations", a few hundred bytes would give an iteration time of a few
     # milliseconds and a utilisation of 1.
     for level in (0, HANDSHAKE):
-        no_estimate(job, with_flows(run, lambda key, s: [(t, min(b, level)) for t, b in s]), run.compute)
+        error = no_estimate(job, with_flows(run, lambda key, s: [(t, min(b, level)) for t, b in s]), run.compute)
+        # The message names flows and why each gave nothing.
+        assert "bucket 0 rank 0: carried" in error and "more)" in error, error
     # One silent rank: the other ranks' flows still give the right answer, and only theirs are used.
     rec = reconstruct_job(job, with_flows(run, lambda key, s: [(t, 0) for t, _ in s] if key[2] == 1 else s))
     check_estimate(rec, run, mean_bound(job.iterations))
@@ -408,7 +412,7 @@ def test_short_series():
     assert set(reconstruct_job(job, {}, thin_factor=10)) == {"error"}
     # Polling began after the first operation had started: its start is unknown, and so is the sequence.
     late = with_flows(run, lambda key, s: [(t, b) for t, b in s if t > run.starts(key[2], key[1])[0] + 0.01])
-    no_estimate(job, late, run.compute)
+    assert "traffic before the first read" in no_estimate(job, late, run.compute)
 
 
 def test_only_first_and_last_read():
