@@ -16,7 +16,11 @@ fitted. The other terms are fitted in three stages, each on the runs and the obs
 2. ``overflow_timeouts`` and ``fifo_flow_packets`` on the runs of several jobs, against the TCP retransmission
    timeouts each run counted (``fidelity.tcp.timeouts``; the error is taken on square roots, as for counts):
    where FIFOs overflow, and how often that ends in a timeout;
-3. ``queue_delay_s`` on the runs of several jobs, against the per-job GPU utilisation, with the terms above.
+3. ``queue_delay_s`` on the runs of several jobs, against the per-job GPU utilisation, with the terms above;
+4. with ``--fit-noise`` only, ``step_latency_cv`` on the same runs, against how much each job's utilisation
+   varies over the seeds of one scenario (its standard deviation, for every scenario run with two seeds or more).
+   The twin replays each run with its own seed. Not part of the calibration: on the suite's ECMP runs the error
+   is flat (docs/twin.md), so a fitted value would be noise.
 
 Without runs of a job alone, stage 1 is skipped and stage 3 fits the step latency too. ``--jobs`` spreads each
 grid over processes. Prints the fit as JSON.
@@ -24,10 +28,12 @@ grid over processes. Prints the fit as JSON.
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures
 import itertools
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -50,7 +56,7 @@ OVERFLOW_TIMEOUTS = (0.25, 0.5, 1.0, 2.0, 4.0)                # stage 2
 FIFO_FLOW_PACKETS = (1.0, 1.25, 1.5, 2.0, 3.0)
 QUEUE_DELAY_S = (0.0, 0.005, 0.01, 0.015, 0.02, 0.03)         # stage 3
 STEP_LATENCY_S = (0.0, 0.002, 0.004, 0.006)                   # stage 3, without runs of a job alone
-FITTED = ("step_latency_s", "queue_delay_s", "overflow_timeouts", "fifo_flow_packets")
+STEP_LATENCY_CV = (0.0, 0.5, 1.0, 2.0, 4.0)                   # stage 4
 
 
 def ecmp_runs(folders):
@@ -73,7 +79,7 @@ def replay(summary, params, ring_model="auto"):
     jobs = resolved["jobs"]
     r = twin.simulate(resolved["layout"], jobs, "ecmp", {}, params, cfg.get("class_mode", "strict"),
                       float(cfg.get("class_floor", 0.01)), int(summary.seed or 1), ring_model=ring_model,
-                      **twin.fifo_settings(cfg))
+                      **twin.fifo_settings(cfg), seed=int(summary.seed or 1))
     return {j["name"]: j["gpu_utilization"] for j in twin.summarize(jobs, r)["jobs"]}, sum(r.timeouts.values())
 
 
@@ -89,14 +95,26 @@ def errors(point, paths, ring_model="auto") -> dict:
         _RUNS[key] = [RunFolder(path).summary() for path in paths]
     params = IDEAL.with_(**FIXED, **point)
     util_err, jobs, timeout_err = 0.0, 0, 0.0
+    by_condition = collections.defaultdict(lambda: collections.defaultdict(list))  # what the seeds vary
     for summary in _RUNS[key]:
         utils, timeouts = replay(summary, params, ring_model)
         for job in summary.jobs:
             util_err += (utils[job.name] - job.gpu_utilization) ** 2
             jobs += 1
+            by_condition[condition(summary)][job.name].append((utils[job.name], job.gpu_utilization))
         measured = ((summary.fidelity or {}).get("tcp") or {}).get("timeouts") or 0
         timeout_err += (timeouts ** 0.5 - measured ** 0.5) ** 2
-    return {"rmse": (util_err / jobs) ** 0.5, "rmse_sqrt_timeouts": (timeout_err / len(_RUNS[key])) ** 0.5}
+    spread_err = [(statistics.pstdev(t for t, _ in pairs) - statistics.pstdev(e for _, e in pairs)) ** 2
+                  for per_job in by_condition.values() for pairs in per_job.values() if len(pairs) > 1]
+    return {"rmse": (util_err / jobs) ** 0.5, "rmse_sqrt_timeouts": (timeout_err / len(_RUNS[key])) ** 0.5,
+            "rmse_seed_spread": (sum(spread_err) / len(spread_err)) ** 0.5 if spread_err else None}
+
+
+def condition(summary) -> str:
+    """What a run's results depend on apart from its seed: the scenario, the fabric and the transport."""
+    cfg = summary.config
+    return json.dumps([cfg.get(k) for k in ("scenario", "fabric", "transport", "queue_ms", "class_floor",
+                                            "class_mode")], sort_keys=True)
 
 
 def search(pool, points, runs, objective, ring_model):
@@ -108,6 +126,13 @@ def search(pool, points, runs, objective, ring_model):
     return {"runs": [rel(f) for f, _s in runs], "objective": objective, "best": best, "grid": grid}
 
 
+def seeds_per_condition(runs) -> dict:
+    out = collections.defaultdict(set)
+    for _folder, summary in runs:
+        out[condition(summary)].add(summary.seed)
+    return out
+
+
 def rel(folder) -> str:
     return os.path.relpath(folder.path, PROJECT_DIR)
 
@@ -117,6 +142,8 @@ def main(argv=None) -> int:
     p.add_argument("folders", nargs="+", help="folders holding finished emulation runs (searched recursively)")
     p.add_argument("--out", default=CALIBRATED_FILE, help="where to write the fitted terms")
     p.add_argument("--ring-model", default="auto", choices=("auto", "steps", "pipelined"))
+    p.add_argument("--fit-noise", action="store_true",
+                   help="also fit step_latency_cv on the seeds' spread (stage 4; not part of the calibration)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: one per CPU)")
     args = p.parse_args(argv)
     runs = ecmp_runs(args.folders)
@@ -130,7 +157,7 @@ def main(argv=None) -> int:
         sys.stderr.write("fit_twin.py: no finished ECMP emulation run of several jobs found\n")
         return 2
     fitted = {"step_latency_s": 0.0, "queue_delay_s": 0.0, "overflow_timeouts": 0.0,
-              "fifo_flow_packets": IDEAL.fifo_flow_packets}
+              "fifo_flow_packets": IDEAL.fifo_flow_packets, "step_latency_cv": 0.0}
     stages = []
 
     def stage(names, values, runs, objective):
@@ -148,9 +175,15 @@ def main(argv=None) -> int:
             stage(["queue_delay_s"], [QUEUE_DELAY_S], shared, "rmse")
         else:
             stage(["step_latency_s", "queue_delay_s"], [STEP_LATENCY_S, QUEUE_DELAY_S], shared, "rmse")
+        if args.fit_noise:
+            if not any(len(seeds) > 1 for seeds in seeds_per_condition(shared).values()):
+                sys.stderr.write("fit_twin.py: --fit-noise needs a scenario run with two seeds or more\n")
+                return 2
+            stage(["step_latency_cv"], [STEP_LATENCY_CV], shared, "rmse_seed_spread")
     best = stages[-1]["best"]
     fit = {"params": dict(FIXED, **fitted),
            "rmse_per_job": best["rmse"], "rmse_sqrt_timeouts_per_run": best["rmse_sqrt_timeouts"],
+           "rmse_seed_spread_per_job": best["rmse_seed_spread"],
            "ring_model": args.ring_model, "stages": stages, "fit_wall_s": time.time() - t0,
            "command": " ".join(["scripts/fit_twin.py"] + (argv if argv is not None else sys.argv[1:]))}
     with open(args.out, "w") as f:

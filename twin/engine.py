@@ -142,8 +142,10 @@ class FluidSim:
     def __init__(self, network: Network, jobs: Sequence[JobSpec], scheduler: Scheduler, params: ModelParams,
                  class_mode: str = "strict", class_floor: float = 0.0, hash_seed: int = 1,
                  time_limit_s: float = 3600.0, ring_model: str = "steps", hash_model: str = "ovs",
-                 queue_ms: float = DEFAULT_QUEUE_MS, lossless: bool = False):
+                 queue_ms: float = DEFAULT_QUEUE_MS, lossless: bool = False, seed: int = 1):
         self.net = network
+        # Only the step latency's variability draws from it (ModelParams.step_latency_cv).
+        self.rng = np.random.default_rng(seed)
         self.jobs = list(jobs)
         self._jobs = {j.index: j for j in self.jobs}
         self.sched = scheduler
@@ -476,7 +478,7 @@ class FluidSim:
             return  # step s sends what was received in step s - 1
         op.sending[r] = True
         if self.p.step_latency_s > 0:
-            self._push(self.now + self.p.step_latency_s, _EV_START, (op, r))
+            self._push(self.now + self._step_latency(1), _EV_START, (op, r))
         else:
             self._start(op, r)
 
@@ -537,7 +539,7 @@ class FluidSim:
         self._retire(e)
         # Every step's fixed latency lies on the ring's critical path; queueing is charged per step for the
         # share of the time the ring's flows spent behind same-class traffic on a saturated link.
-        delay = op.steps * self.p.step_latency_s
+        delay = self._step_latency(op.steps)
         if self.p.queue_delay_s > 0 and self.fluid_time[e] > 0:
             delay += op.steps * self.p.queue_delay_s * self.queued_time[e] / self.fluid_time[e]
         delay += self._overflow_delay(e, op.steps)
@@ -546,6 +548,17 @@ class FluidSim:
             self._push(self.now + delay, _EV_STEP_DONE, (op, -1))
         else:
             self._ring_done(op)
+
+    def _step_latency(self, steps: int) -> float:
+        """The fixed latency of ``steps`` ring steps: exactly steps x step_latency_s, or with step_latency_cv a
+        draw of their sum (a sum of k gamma(a, s) draws is gamma(k a, s))."""
+        mean, cv = self.p.step_latency_s, self.p.step_latency_cv
+        if mean <= 0 or steps <= 0:
+            return 0.0
+        if cv <= 0:
+            return steps * mean
+        shape = 1.0 / (cv * cv)
+        return float(self.rng.gamma(steps * shape, mean / shape))
 
     def _retire(self, e: int) -> None:
         """Entity e has sent its last byte: it leaves the rate allocation."""

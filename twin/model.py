@@ -8,6 +8,11 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
 ``goodput``         fraction of a link's configured rate that carries payload (Ethernet/IP/TCP headers, ACKs).
 ``step_latency_s``  fixed cost of every ring step before its bytes flow (a message's system calls, the first
                     packet's way through the fabric, TCP's ACK clock on a handful of packets).
+``step_latency_cv`` how much the step latency varies: 0, every step takes exactly ``step_latency_s``; above
+                    0, each step's latency is drawn from a gamma distribution with that mean and this coefficient
+                    of variation, from the run's seed (1: exponential). The emulation's timing is not the same
+                    twice, and where jobs' phases can settle two ways a model without noise always settles the
+                    same way; the mean stays ``step_latency_s``.
 ``queue_delay_s``   extra delay of a ring step whose flow crossed a saturated link while another job's flow of
                     its class was there too (a FIFO per class: its packets wait behind the other flow's queue;
                     a job's own operations are shared by the fluid model already).
@@ -55,6 +60,7 @@ class ModelParams:
 
     goodput: float = 1.0
     step_latency_s: float = 0.0
+    step_latency_cv: float = 0.0
     queue_delay_s: float = 0.0
     rto_s: float = 0.0
     starve_share: float = 0.02
