@@ -643,21 +643,30 @@ class Testbed:
         self.state.add_process(p.pid, f"{host}: {' '.join(args[:4])}")
         return p
 
-    def bulk_flows(self, flows: Sequence[FlowKey], duration: float, warmup: float) -> List[dict]:
+    def bulk_flows(self, flows: Sequence[FlowKey], duration: float, warmup: float, timeline: bool = False,
+                   send_args: Optional[Dict[FlowKey, List[str]]] = None,
+                   ack_every: Optional[Dict[FlowKey, int]] = None) -> List[dict]:
         """Run one testbed.traffic sender/receiver pair per flow (its exact 5-tuple), all at once; returns each
-        receiver's report (goodput after ``warmup``) in the order of ``flows``."""
+        receiver's report (goodput after ``warmup``) in the order of ``flows``.
+
+        ``timeline``: the receivers also report when their bytes arrived. ``send_args``: extra arguments of some
+        flows' senders (a schedule, a probe, messages; testbed/traffic.py); then (receiver, sender) report pairs
+        are returned. ``ack_every``: the receivers of those flows answer the sender's messages of that size."""
         by_ip = {h.ip: h for h in self.layout.hosts}
         py = [sys.executable, "-m", "testbed.traffic"]
         pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         servers = [self.host_popen(by_ip[f.dst_ip].name, py + ["serve", "--bind", f.dst_ip, "--port",
                                                                str(f.dst_port), "--duration", str(duration),
-                                                               "--warmup", str(warmup)], **pipes)
+                                                               "--warmup", str(warmup)]
+                                   + (["--timeline"] if timeline else [])
+                                   + (["--ack-every", str(ack_every[f])] if (ack_every or {}).get(f) else []),
+                                   **pipes)
                    for f in flows]
         time.sleep(0.3)  # let the receivers listen
         senders = [self.host_popen(by_ip[f.src_ip].name, py + ["send", "--bind", f.src_ip, "--sport",
                                                                str(f.src_port), "--dst", f.dst_ip, "--port",
-                                                               str(f.dst_port), "--duration", str(duration)],
-                                   **pipes)
+                                                               str(f.dst_port), "--duration", str(duration)]
+                                   + list((send_args or {}).get(f, [])), **pipes)
                    for f in flows]
         reports = []
         for p in servers:
@@ -665,9 +674,13 @@ class Testbed:
             if p.returncode != 0:
                 raise TestbedError(f"traffic receiver failed: {err.strip()[-300:]}")
             reports.append(json.loads(out.strip().splitlines()[-1]))
+        sent = []
         for p in senders:
-            p.communicate(timeout=15)
-        return reports
+            out, err = p.communicate(timeout=45)
+            if send_args is not None and p.returncode != 0:
+                raise TestbedError(f"traffic sender failed: {err.strip()[-300:]}")
+            sent.append(json.loads(out.strip().splitlines()[-1]) if send_args is not None else None)
+        return list(zip(reports, sent)) if send_args is not None else reports
 
     def priority_pair(self, high_class: int = 7, low_class: int = 1, duration: float = 4.0,
                       warmup: float = 1.0) -> dict:

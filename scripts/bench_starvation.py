@@ -1,0 +1,331 @@
+#!/usr/bin/env python3
+"""What a starved TCP flow costs in the emulation: measured episodes of strict priority, as JSON.
+
+    sudo python scripts/bench_starvation.py [--durations 0.1,0.2,0.3,0.5,1,2] [--episodes 3] [--rate 5]
+
+Flows go into one host port of a one-leaf fabric with the testbed's classes, FIFOs and transport: low flows
+(class 1, ``--low-flows`` of them sharing its FIFO) send throughout, in bulk or as answered messages with pauses
+(``--message``, a ring step's pattern), and a high flow (class 7) sends in bursts of D seconds with pauses between
+them. During a burst the low flows are left their class floor (1% of the port); what the twin needs to know is
+what that costs TCP beyond the bytes it could not send (twin/model.py, ``rto_s`` and ``rto_backoff``). Per burst
+(means over the low flows):
+
+* ``starved_s``: from the high flow's first to its last arrival at the receiver (its burst as the port saw it);
+* ``lag_s``: the time a low flow lost beyond the bandwidth the burst took. In bulk: AFTER_S seconds minus what
+  it received in the AFTER_S seconds from the burst's end, in seconds of its rate alone (measured before the
+  first burst). In messages: the sum over the messages the burst touched of (measured duration - the fluid
+  model's, at the rate a message has alone before the first burst and at the measured floor during the burst).
+  A flow that only lost its share goes on at once (a lag near 0); one that waits for a retransmission timer
+  loses the wait, and the slow start after it;
+* ``silence_s``: the longest time without an arrival of the low flow in those AFTER_S seconds;
+* ``timeouts_per_flow``: retransmission timeouts of the low flows' host in the episode (TcpExt TCPTimeouts)
+  per low flow, and the largest exponential backoff a low socket reached;
+* ``twin_lag_s``, ``twin_timeouts``: what the twin's calibrated rule charges for a starvation of that length
+  (a flow starved for ``rto_s`` times out, and resumes only at its timers, ``rto_s`` x (2^k - 1) after the onset).
+
+Sent only between the benchmark's own hosts (namespaces it creates). Prints the JSON; ``--out`` also writes it.
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if PROJECT_DIR not in sys.path:
+    sys.path.insert(0, PROJECT_DIR)
+
+from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
+
+if __name__ == "__main__":
+    # Set up what is missing and continue in .venv (asking for --help needs no fabric).
+    ensure_env("bench_starvation.py", needs_fabric=not ({"-h", "--help"} & set(sys.argv[1:])))
+
+from core.fabric import FabricSpec  # noqa: E402
+from core.model import FlowKey  # noqa: E402
+from testbed.fabric import Testbed  # noqa: E402
+from twin.model import calibrated  # noqa: E402
+
+WARMUP_S = 2.0          # the low flow alone first: out of slow start, its RTO settled
+AFTER_S = 1.5           # the low flow's loss after a burst is taken over this long (less than every pause)
+
+
+class BadInput(Exception):
+    pass
+
+
+def floats(text: str, name: str):
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise BadInput(f"{name}: expected numbers separated by commas (got {text!r})")
+    if not values or any(v <= 0 for v in values):
+        raise BadInput(f"{name}: expected positive numbers (got {text!r})")
+    return values
+
+
+def twin_rule(starved_s: float, rto_s: float) -> tuple:
+    """(lag, timeouts) the twin charges a flow starved for ``starved_s`` from backoff 0 (twin/engine.py)."""
+    if starved_s < rto_s:
+        return 0.0, 0
+    k = max(1, math.ceil(math.log2(starved_s / rto_s + 1) - 1e-12))
+    return rto_s * (2 ** k - 1) - starved_s, k
+
+
+def value_at(timeline, t: float) -> float:
+    """Bytes received by time t (the last point at or before it)."""
+    times = [p[0] for p in timeline]
+    i = bisect.bisect_right(times, t) - 1
+    return timeline[i][1] if i >= 0 else 0
+
+
+def burst_bounds(timeline, start: float, end: float):
+    """First and last arrival of the high flow between ``start`` and ``end`` (wall times), or None."""
+    inside = [(t, b) for t, b in timeline if start <= t <= end]
+    if not inside:
+        return None
+    before = value_at(timeline, start)
+    first = next((t for t, b in inside if b > before), None)
+    last_value = inside[-1][1]
+    last = next(t for t, b in inside if b >= last_value)
+    return (first, last) if first is not None else None
+
+
+def longest_silence(timeline, start: float, end: float) -> float:
+    """Longest interval between arrivals within [start, end] (a flow waiting for a timer receives nothing)."""
+    times = [start] + [t for t, _ in timeline if start < t < end] + [end]
+    return max(b - a for a, b in zip(times, times[1:]))
+
+
+def probe_at(samples, t: float, key: str):
+    """The low socket's ``key`` as last sampled at or before t."""
+    value = samples[0][key] if samples else 0
+    for s in samples:
+        if s["t"] > t:
+            break
+        value = s[key]
+    return value
+
+
+def rate_between(timeline, a: float, b: float) -> float:
+    return (value_at(timeline, b) - value_at(timeline, a)) / max(b - a, 1e-9)
+
+
+def analyse(plan, high, low, sender, rate_mbps: float, rto_s: float):
+    rate = rate_mbps * 1e6 / 8
+    episodes = []
+    periods = [p for p in sender["periods"] if p[1] and p[1] > p[0]]
+    first = low["timeline"][0][0]
+    # The low flow alone, out of slow start: the rate it goes on at when nothing stops it.
+    alone = rate_between(low["timeline"], first + 0.5, periods[0][0] - 0.05)
+    for (duration, gap), (a, b) in zip(plan, periods):
+        bounds = burst_bounds(high["timeline"], a - 0.01, b + gap / 2)
+        if bounds is None:
+            continue
+        onset, offset = bounds
+        end = offset + AFTER_S
+        during = [s for s in low["probe"] if onset <= s["t"] <= end]
+        starved = offset - onset
+        twin_lag, twin_timeouts = twin_rule(starved, rto_s)
+        episodes.append({
+            "burst_s": duration, "starved_s": starved,
+            "low_share_while_starved": rate_between(low["timeline"], onset + 0.05, offset) / rate,
+            "lag_s": AFTER_S - (value_at(low["timeline"], end) - value_at(low["timeline"], offset)) / alone,
+            "silence_s": longest_silence(low["timeline"], offset, end),
+            "timeouts": probe_at(low["probe"], end, "timeouts") - probe_at(low["probe"], onset - 0.001, "timeouts"),
+            "max_backoff": max([s["backoff"] for s in during], default=0),
+            "rto_before_s": probe_at(low["probe"], onset - 0.001, "rto_us") / 1e6,
+            "twin_lag_s": twin_lag, "twin_timeouts": twin_timeouts})
+    return episodes, alone / rate
+
+
+def fluid_end(start: float, nbytes: float, alone: float, floor: float, onset: float, offset: float) -> float:
+    """When ``nbytes`` sent from ``start`` end if the flow gets ``alone`` bytes/s outside [onset, offset] and
+    ``floor`` inside it (the fluid model's answer, with no cost beyond the bandwidth taken)."""
+    segments = [(start, onset, alone), (max(start, onset), offset, floor), (max(start, offset), math.inf, alone)]
+    left = nbytes
+    for a, b, rate in segments:
+        if b <= a or rate <= 0:
+            continue
+        if left <= (b - a) * rate:
+            return a + left / rate
+        left -= (b - a) * rate
+    return math.inf
+
+
+def analyse_messages(plan, high, low, sender, rate_mbps: float, rto_s: float, message: int):
+    """Per burst: the time the low flow's messages lost beyond what the fluid model gives them."""
+    rate = rate_mbps * 1e6 / 8
+    periods = [p for p in sender["periods"] if p[1] and p[1] > p[0]]
+    msgs = low["messages"]
+    before = [b - a for a, b in msgs if b < periods[0][0] - 0.05]
+    base = statistics.median(before)               # a message alone: its bytes and a round trip
+    # Its rate alone, round trip included: so that a message the bursts did not touch is predicted exactly.
+    alone = message / base
+    episodes = []
+    for (duration, gap), (a, b) in zip(plan, periods):
+        bounds = burst_bounds(high["timeline"], a - 0.01, b + gap / 2)
+        if bounds is None:
+            continue
+        onset, offset = bounds
+        end = offset + AFTER_S
+        floor = rate_between(low["timeline"], onset + 0.05, offset) if low.get("timeline") else 0.0
+        lost, twin_lost, twin_timeouts, hit = 0.0, 0.0, 0, 0
+        for start, stop in msgs:
+            predicted = fluid_end(start, message, alone, floor, onset, offset)
+            if predicted < onset or start > end:
+                continue
+            hit += 1
+            lost += (stop - start) - (predicted - start)
+            if start < offset:
+                lag, k = twin_rule(offset - max(start, onset), rto_s)
+                twin_lost += lag
+                twin_timeouts += k
+        during = [s for s in low["probe"] if onset <= s["t"] <= end]
+        episodes.append({
+            "burst_s": duration, "starved_s": offset - onset, "messages": hit,
+            "low_share_while_starved": floor / rate, "lag_s": lost,
+            "silence_s": longest_silence(low["timeline"], offset, end),
+            "timeouts": probe_at(low["probe"], end, "timeouts") - probe_at(low["probe"], onset - 0.001, "timeouts"),
+            "max_backoff": max([s["backoff"] for s in during], default=0),
+            "rto_before_s": probe_at(low["probe"], onset - 0.001, "rto_us") / 1e6,
+            "twin_lag_s": twin_lost, "twin_timeouts": twin_timeouts})
+    return episodes, base
+
+
+def combine(per_flow):
+    """One record per burst from every low flow's: lags, shares and the twin's charges per flow (mean), the
+    longest silence, and the host's timeouts (counted once: every low flow reads the same counter)."""
+    out = []
+    for records in zip(*per_flow):
+        n = len(records)
+        first = records[0]
+        out.append(dict(first, **{
+            "low_share_while_starved": sum(r["low_share_while_starved"] for r in records),
+            "lag_s": statistics.mean(r["lag_s"] for r in records),
+            "silence_s": max(r["silence_s"] for r in records),
+            "timeouts_per_flow": first["timeouts"] / n,
+            "max_backoff": max(r["max_backoff"] for r in records),
+            "twin_lag_s": statistics.mean(r["twin_lag_s"] for r in records),
+            "twin_timeouts": statistics.mean(r["twin_timeouts"] for r in records)}))
+    return out
+
+
+def summarise(episodes):
+    out = []
+    for burst in sorted({e["burst_s"] for e in episodes}):
+        group = [e for e in episodes if e["burst_s"] == burst]
+        lags = [e["lag_s"] for e in group]
+        out.append({"burst_s": burst, "episodes": len(group),
+                    "starved_s": statistics.mean(e["starved_s"] for e in group),
+                    "lag_s_mean": statistics.mean(lags), "lag_s_max": max(lags),
+                    "silence_s_max": max(e["silence_s"] for e in group),
+                    "timeouts_per_flow_mean": statistics.mean(e["timeouts_per_flow"] for e in group),
+                    "twin_lag_s": statistics.mean(e["twin_lag_s"] for e in group),
+                    "twin_timeouts": statistics.mean(e["twin_timeouts"] for e in group)})
+    return out
+
+
+def measure(plan, a) -> dict:
+    """Run the two flows on a one-leaf fabric and return their reports (``--raw`` keeps them)."""
+    schedule = [0.0, WARMUP_S] + [x for d, gap in plan for x in (d, gap)]
+    total = sum(schedule)
+    spec = FabricSpec(spines=1, leaves=1, hosts_per_leaf=3, host_rate_mbps=a.rate, fabric_rate_mbps=a.rate)
+    sys.stderr.write(f"bench_starvation.py: {len(plan)} bursts, {total:.0f} s of traffic\n")
+    with Testbed(spec, tempfile.mkdtemp(prefix="flux-bench-starvation-")) as tb:
+        h1, h2, h3 = tb.layout.hosts[:3]
+        high = FlowKey(h1.ip, h3.ip, 41001, 5101)
+        # The low flows share one sender host, so its namespace's timeout counter is theirs alone.
+        lows = [FlowKey(h2.ip, h3.ip, 41002 + i, 5102 + i) for i in range(a.low_flows)]
+        tb.pin(high, 7)
+        for low in lows:
+            tb.pin(low, a.low_class)
+        messages = ["--message", str(a.message), "--idle", f"{a.idle:g}"] if a.message else []
+        send_args = {low: ["--probe"] + messages for low in lows}
+        send_args[high] = ["--schedule", ",".join(f"{x:g}" for x in schedule), "--sndbuf", "16384"]
+        reports = tb.bulk_flows([high] + lows, total, 0.0, timeline=True,
+                                ack_every={low: a.message for low in lows}, send_args=send_args)
+        settings = {"rate_mbps": a.rate, "low_class": a.low_class, "low_flows": a.low_flows,
+                    "class_floor": tb.class_floor,
+                    "queue_ms": tb.queue_ms, "transport": tb.transport.name, "datapath": tb.datapath,
+                    "message_bytes": a.message or None, "idle_s": a.idle if a.message else None}
+    return {"plan": plan, "settings": settings, "reports": reports}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--durations", default="0.1,0.2,0.3,0.5,1,2", help="burst lengths of the high flow, seconds")
+    p.add_argument("--episodes", type=int, default=3, help="bursts of each length")
+    p.add_argument("--pause", type=float, default=3.0, help="seconds between bursts (plus the burst's length)")
+    p.add_argument("--rate", type=float, default=5.0, help="host link rate, Mbit/s (the suite's 5)")
+    p.add_argument("--low-class", type=int, default=1, help="class of the starved flows (0-6)")
+    p.add_argument("--low-flows", type=int, default=1,
+                   help="low flows sharing that class (a job's ranks and buckets share their class's FIFO)")
+    p.add_argument("--message", type=int, default=0, metavar="BYTES",
+                   help="the low flow sends messages of this size, each answered by the receiver, with --idle "
+                        "between them (a ring step's pattern); 0: it sends in bulk")
+    p.add_argument("--idle", type=float, default=0.05, help="seconds between the low flow's messages")
+    p.add_argument("--out", help="also write the JSON here")
+    p.add_argument("--raw", help="write the flows' own reports (arrival timelines, TCP samples) here")
+    p.add_argument("--from-raw", metavar="FILE", help="analyse a --raw file again instead of measuring")
+    a = p.parse_args(argv)
+    try:
+        durations = floats(a.durations, "--durations")
+        if a.episodes < 1 or a.pause <= 0 or a.rate <= 0 or not 0 <= a.low_class <= 6 or a.message < 0 \
+                or not 1 <= a.low_flows <= 32:
+            raise BadInput("--episodes must be >= 1, --pause and --rate > 0, --low-class 0-6, --message >= 0, "
+                           "--low-flows 1-32")
+        if a.from_raw and not os.path.isfile(a.from_raw):
+            raise BadInput(f"--from-raw: no such file {a.from_raw}")
+    except BadInput as exc:
+        sys.stderr.write(f"bench_starvation.py: {exc}\n")
+        return 2
+    plan = [(d, max(a.pause, AFTER_S + 0.5) + d) for d in durations for _ in range(a.episodes)]
+    t0 = time.time()
+    if a.from_raw:
+        with open(a.from_raw) as f:
+            raw = json.load(f)
+    else:
+        if os.geteuid() != 0:
+            sys.stderr.write("bench_starvation.py: must run as root (it builds a Mininet fabric)\n")
+            return 2
+        raw = measure(plan, a)
+        if a.raw:
+            with open(a.raw, "w") as f:
+                json.dump(raw, f)
+    plan, settings = [tuple(x) for x in raw["plan"]], raw["settings"]
+    (high_rx, high_tx), lows = raw["reports"][0], raw["reports"][1:]
+    rto_s = calibrated().rto_s
+    message = settings.get("message_bytes") or 0
+    per_flow, reference = [], []
+    for low_rx, low_tx in lows:
+        low_rx["probe"] = low_tx["probe"]
+        low_rx["messages"] = low_tx.get("messages")
+        if message:
+            episodes, ref = analyse_messages(plan, high_rx, low_rx, high_tx, settings["rate_mbps"], rto_s, message)
+        else:
+            episodes, ref = analyse(plan, high_rx, low_rx, high_tx, settings["rate_mbps"], rto_s)
+        per_flow.append(episodes)
+        reference.append(ref)
+    episodes = combine(per_flow)
+    result = {"command": " ".join(["scripts/bench_starvation.py"] + (argv if argv is not None else sys.argv[1:])),
+              **settings, "high_class": 7,
+              "message_alone_s" if message else "low_alone_share": statistics.mean(reference),
+              "twin_rto_s": rto_s, "wall_s": time.time() - t0,
+              "summary": summarise(episodes), "episodes": episodes}
+    text = json.dumps(result, indent=2)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
