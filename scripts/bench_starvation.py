@@ -117,20 +117,35 @@ def rate_between(timeline, a: float, b: float) -> float:
     return (value_at(timeline, b) - value_at(timeline, a)) / max(b - a, 1e-9)
 
 
+def bursts(plan, high, sender):
+    """(burst length, onset, offset) of every burst of the high flow that reached the receiver."""
+    periods = [p for p in sender["periods"] if p[1] and p[1] > p[0]]
+    for (duration, gap), (a, b) in zip(plan, periods):
+        bounds = burst_bounds(high["timeline"], a - 0.01, b + gap / 2)
+        if bounds is not None:
+            yield (duration, *bounds)
+
+
+def first_burst(sender) -> float:
+    return next(a for a, b in sender["periods"] if b and b > a)
+
+
+def tcp_figures(low, onset: float, end: float) -> dict:
+    """The low socket's timeouts (its host's), largest backoff and RTO before the burst, from its probe."""
+    probe = low["probe"]
+    return {"timeouts": probe_at(probe, end, "timeouts") - probe_at(probe, onset - 0.001, "timeouts"),
+            "max_backoff": max([s["backoff"] for s in probe if onset <= s["t"] <= end], default=0),
+            "rto_before_s": probe_at(probe, onset - 0.001, "rto_us") / 1e6}
+
+
 def analyse(plan, high, low, sender, rate_mbps: float, rto_s: float):
     rate = rate_mbps * 1e6 / 8
     episodes = []
-    periods = [p for p in sender["periods"] if p[1] and p[1] > p[0]]
     first = low["timeline"][0][0]
     # The low flow alone, out of slow start: the rate it goes on at when nothing stops it.
-    alone = rate_between(low["timeline"], first + 0.5, periods[0][0] - 0.05)
-    for (duration, gap), (a, b) in zip(plan, periods):
-        bounds = burst_bounds(high["timeline"], a - 0.01, b + gap / 2)
-        if bounds is None:
-            continue
-        onset, offset = bounds
+    alone = rate_between(low["timeline"], first + 0.5, first_burst(sender) - 0.05)
+    for duration, onset, offset in bursts(plan, high, sender):
         end = offset + AFTER_S
-        during = [s for s in low["probe"] if onset <= s["t"] <= end]
         starved = offset - onset
         twin_lag, twin_timeouts = twin_rule(starved, rto_s)
         episodes.append({
@@ -138,9 +153,7 @@ def analyse(plan, high, low, sender, rate_mbps: float, rto_s: float):
             "low_share_while_starved": rate_between(low["timeline"], onset + 0.05, offset) / rate,
             "lag_s": AFTER_S - (value_at(low["timeline"], end) - value_at(low["timeline"], offset)) / alone,
             "silence_s": longest_silence(low["timeline"], offset, end),
-            "timeouts": probe_at(low["probe"], end, "timeouts") - probe_at(low["probe"], onset - 0.001, "timeouts"),
-            "max_backoff": max([s["backoff"] for s in during], default=0),
-            "rto_before_s": probe_at(low["probe"], onset - 0.001, "rto_us") / 1e6,
+            **tcp_figures(low, onset, end),
             "twin_lag_s": twin_lag, "twin_timeouts": twin_timeouts})
     return episodes, alone / rate
 
@@ -162,18 +175,13 @@ def fluid_end(start: float, nbytes: float, alone: float, floor: float, onset: fl
 def analyse_messages(plan, high, low, sender, rate_mbps: float, rto_s: float, message: int):
     """Per burst: the time the low flow's messages lost beyond what the fluid model gives them."""
     rate = rate_mbps * 1e6 / 8
-    periods = [p for p in sender["periods"] if p[1] and p[1] > p[0]]
     msgs = low["messages"]
-    before = [b - a for a, b in msgs if b < periods[0][0] - 0.05]
+    before = [b - a for a, b in msgs if b < first_burst(sender) - 0.05]
     base = statistics.median(before)               # a message alone: its bytes and a round trip
     # Its rate alone, round trip included: so that a message the bursts did not touch is predicted exactly.
     alone = message / base
     episodes = []
-    for (duration, gap), (a, b) in zip(plan, periods):
-        bounds = burst_bounds(high["timeline"], a - 0.01, b + gap / 2)
-        if bounds is None:
-            continue
-        onset, offset = bounds
+    for duration, onset, offset in bursts(plan, high, sender):
         end = offset + AFTER_S
         floor = rate_between(low["timeline"], onset + 0.05, offset) if low.get("timeline") else 0.0
         lost, twin_lost, twin_timeouts, hit = 0.0, 0.0, 0, 0
@@ -187,14 +195,11 @@ def analyse_messages(plan, high, low, sender, rate_mbps: float, rto_s: float, me
                 lag, k = twin_rule(offset - max(start, onset), rto_s)
                 twin_lost += lag
                 twin_timeouts += k
-        during = [s for s in low["probe"] if onset <= s["t"] <= end]
         episodes.append({
             "burst_s": duration, "starved_s": offset - onset, "messages": hit,
             "low_share_while_starved": floor / rate, "lag_s": lost,
             "silence_s": longest_silence(low["timeline"], offset, end),
-            "timeouts": probe_at(low["probe"], end, "timeouts") - probe_at(low["probe"], onset - 0.001, "timeouts"),
-            "max_backoff": max([s["backoff"] for s in during], default=0),
-            "rto_before_s": probe_at(low["probe"], onset - 0.001, "rto_us") / 1e6,
+            **tcp_figures(low, onset, end),
             "twin_lag_s": twin_lost, "twin_timeouts": twin_timeouts})
     return episodes, base
 
