@@ -243,7 +243,8 @@ def measure(plan, a) -> dict:
     total = sum(schedule)
     spec = FabricSpec(spines=1, leaves=1, hosts_per_leaf=3, host_rate_mbps=a.rate, fabric_rate_mbps=a.rate)
     sys.stderr.write(f"bench_starvation.py: {len(plan)} bursts, {total:.0f} s of traffic\n")
-    with Testbed(spec, tempfile.mkdtemp(prefix="flux-bench-starvation-")) as tb:
+    # The fabric's run folder (controller logs) is of no use once the flows have reported: nothing is left.
+    with tempfile.TemporaryDirectory(prefix="flux-bench-starvation-") as out_dir, Testbed(spec, out_dir) as tb:
         h1, h2, h3 = tb.layout.hosts[:3]
         high = FlowKey(h1.ip, h3.ip, 41001, 5101)
         # The low flows share one sender host, so its namespace's timeout counter is theirs alone.

@@ -9,8 +9,9 @@ have a known 5-tuple to be given a class. Run inside Mininet hosts::
 The receiver reports the bytes received and the goodput over the interval after a warm-up (default 1 s), when
 TCP has left slow start and the priority classes have settled. For scripts/bench_starvation.py the receiver can
 also report when its bytes arrived (``--timeline``), the sender can alternate sending and pausing
-(``--schedule``), and it can sample its own TCP state every few milliseconds (``--probe``: the namespace's
-retransmission timeouts and the socket's backoff, RTO and congestion window).
+(``--schedule``) or send messages that the receiver answers (``--message``, ``--ack-every``), and it can sample
+its own TCP state every few milliseconds (``--probe``: the namespace's retransmission timeouts and the socket's
+backoff, RTO and congestion window).
 
 Neither side can hang: every socket has a timeout, and each process ends itself (SIGALRM) a minute after its
 planned duration, even if its host's namespace disappeared under it.
