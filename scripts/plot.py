@@ -674,8 +674,8 @@ def fig_reconstruction_vs_poll(res: Results, out: str, formats: Sequence[str]) -
 
 # ------------------------------------------------------------------------------------------------ main
 def write_captions(out: str, res: Results, made: List[Tuple[str, List[str], str]], skipped: List[Tuple[str, str]]):
-    ok = len(res.ok_records) if not res.from_csv else len({r["run_id"] for r in res.rows
-                                                             if res.usable(r.get("ok"), r.get("faithful"))})
+    usable_ids = {r["run_id"] for r in res.rows if res.usable(r.get("ok"), r.get("faithful"))}
+    ok = len(res.ok_records) if not res.from_csv else len(usable_ids)
     total = len(res.records) if not res.from_csv else len({r["run_id"] for r in res.rows})
     unfaithful = res.unfaithful_runs
     lines = ["# Figures", "",

@@ -415,8 +415,9 @@ def run(args, resolved: dict) -> int:
         if args.no_workload:
             LOG.info("[3/4] no workload (--no-workload)")
         else:
-            LOG.info("[3/4] workload: %s", ", ".join(f"{j.name} ({j.model.name}, {j.workers} workers, "
-                                                      f"{j.iterations} it)" for j in resolved["jobs"]))
+            jobs_text = ", ".join(f"{j.name} ({j.model.name}, {j.workers} workers, {j.iterations} it)"
+                                  for j in resolved["jobs"])
+            LOG.info("[3/4] workload: %s", jobs_text)
             monitor = fidelity.FidelityMonitor(tb)
             monitor.start()
             workload = experiment.run_jobs(tb, resolved["jobs"], folder, seed=args.seed,

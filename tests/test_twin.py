@@ -273,6 +273,32 @@ def test_starvation_timeouts_cost_time_and_are_counted():
     assert times[1] == pytest.approx(2 * alone, rel=1e-6)
 
 
+def test_the_backoff_rule_applies_only_to_flows_that_share_their_starved_fifo():
+    a, b = _two_jobs_on_the_same_hosts_links()
+    c = job(2, 400_000, hosts=[HOSTS[2], HOSTS[6], HOSTS[10], HOSTS[14]])
+    view = LAYOUT.view()
+    from twin.engine import FluidSim
+    alone = max(rank_bytes(400_000, 4)) * 8 / 1e7
+    params = IDEAL.with_(rto_s=0.2, starve_backoff_flows=2)
+
+    def finish(jobs, p):
+        r = FluidSim(Network(LAYOUT, view), jobs, _Fixed(view, jobs), p).run()
+        return r, {j: t for j, ops in r.op_times.items() for _it, _b, t in ops}
+
+    # Job 1's flows are alone in class 1 on each leaf uplink: one timeout each, and no wait for a timer.
+    r, times = finish([a, b], params)
+    assert r.timeouts[1] == 4 and times[1] == pytest.approx(2 * alone, rel=1e-6)
+    assert r.starvations == {1: 4}
+    # Jobs 1 and 2 share class 1's FIFO on every leaf uplink: both wait for the first timer after job 0 is done
+    # (0.6 s), then share the links (2 x alone).
+    r, times = finish([a, b, c], params)
+    assert times[1] == pytest.approx(0.6 + 2 * alone, rel=1e-6) and times[2] == pytest.approx(times[1], rel=1e-6)
+    assert r.starvations == {2: 8}
+    # Counted as alone below a threshold of 3: they go on the moment job 0 is done.
+    r, times = finish([a, b, c], params.with_(starve_backoff_flows=3))
+    assert times[1] == pytest.approx(3 * alone, rel=1e-6) and r.timeouts[1] == r.timeouts[2] == 4
+
+
 def test_pipelined_and_step_rings_agree_on_a_shipped_scenario():
     from workloads.scenario import load_scenario
     layout = FabricLayout.from_spec(FabricSpec(2, 4, 4, 5.0, 5.0))

@@ -239,7 +239,9 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
         summary.extra["twin"] = {"ring_model": result.ring_model, "sim_time_s": result.sim_time_s,
                                  "wall_s": result.wall_s,
                                  "recomputes": result.recomputes,
-                                 "timeouts": round(float(sum(result.timeouts.values())), 1)}
+                                 "timeouts": round(float(sum(result.timeouts.values())), 1),
+                                 # Starvations of rto_s or more, by the flows their class FIFO held at the onset.
+                                 "starvations_by_fifo_flows": {str(k): n for k, n in result.starvations.items()}}
         summary.extra["workload_wall_s"] = result.sim_time_s
         summary.extra["timed_out"] = bool(result.error and "time limit" in result.error)
         summary.ok = result.completed

@@ -134,6 +134,7 @@ class RunResult:
     events_sent: int = 0
     scheduler: Any = None                                # the policy object, for its own statistics
     ring_model: str = "steps"
+    starvations: Dict[int, int] = field(default_factory=dict)  # starvations of rto_s or more, by flows in the FIFO
 
 
 class FluidSim:
@@ -220,6 +221,8 @@ class FluidSim:
         self.xfer_op: List[Optional[Op]] = [None] * n
         self.xfer_queued = np.zeros(n, dtype=bool)
         self.starved_since = np.full(n, np.nan)
+        self.starved_fifo = np.ones(n, dtype=np.int64)  # flows in its class FIFO when its starvation began
+        self.starvations: Dict[int, int] = {}           # starvations of rto_s or more, by that number of flows
         self.backoff = np.zeros(n, dtype=np.int64)
         self.dirty = False
         self.ops: Dict[Tuple[int, int, int], Op] = {}
@@ -420,11 +423,34 @@ class FluidSim:
         since = self.starved_since[idx]
         begin = starving & np.isnan(since)
         self.starved_since[idx[begin]] = self.now
+        if begin.any():
+            self.starved_fifo[idx[begin]] = self._fifo_flows(idx, rates)[begin]
         ended = ~starving & ~np.isnan(since)
         slept = False
         for c in idx[ended]:
             slept = self._end_starvation(int(c)) or slept
         return slept
+
+    def _fifo_flows(self, idx: np.ndarray, rates: np.ndarray) -> np.ndarray:
+        """For each flow of ``idx``, the most flows (connections) its class FIFO holds on a saturated link of its
+        path (1 when none of its links is saturated)."""
+        routes = self.routes[idx]
+        rows, cols = np.nonzero(routes >= 0)
+        links = routes[rows, cols]
+        n_links = self.net.links
+        load = np.bincount(links, weights=rates[rows] * 8.0, minlength=n_links)
+        saturated = load >= self.net.capacity * (1 - 1e-6)
+        key = self.cls[idx][rows] * n_links + links
+        flows_here = np.bincount(key, minlength=8 * n_links)
+        most = np.ones(idx.size, dtype=np.int64)
+        on = saturated[links]
+        np.maximum.at(most, rows[on], flows_here[key[on]])
+        return most
+
+    def _count_starvation(self, c: int, starved: float) -> None:
+        if starved >= self.p.rto_s:
+            k = int(self.starved_fifo[c])
+            self.starvations[k] = self.starvations.get(k, 0) + 1
 
     def _count_timeouts(self, e: int, per_connection: float) -> None:
         """Charge entity e's job ``per_connection`` timeouts for each connection the entity carries."""
@@ -444,11 +470,12 @@ class FluidSim:
         self.starved_since[c] = np.nan
         if math.isnan(since):
             return False
-        if not self.p.rto_backoff:
-            self._adaptive_timeout(c, self.now - since)
+        starved = self.now - since
+        self._count_starvation(c, starved)
+        if not self.p.rto_backoff or self.starved_fifo[c] < self.p.starve_backoff_flows:
+            self._adaptive_timeout(c, starved)
             return False
         base = self.p.rto_s * (2 ** int(self.backoff[c]))
-        starved = self.now - since
         if starved < base:
             return False
         # Timers fire at since + base (2^k - 1); the flow resumes at the first one at or after now.
@@ -585,7 +612,8 @@ class FluidSim:
         since, base = self.starved_since[c], self.p.rto_s * (2 ** int(self.backoff[c]))
         self.starved_since[c] = np.nan
         starved = self.now - since
-        if not self.p.rto_backoff:
+        self._count_starvation(c, starved)
+        if not self.p.rto_backoff or self.starved_fifo[c] < self.p.starve_backoff_flows:
             self._adaptive_timeout(c, starved)
             return 0.0
         if starved < base:
@@ -734,7 +762,8 @@ class FluidSim:
         return RunResult(self.ranks, self.op_times, self.timeouts, self.live_class_changes, self.events,
                          self.decide_calls, self.flow_changes, self.recomputes, self.now,
                          time.perf_counter() - wall0, error is None and self.running == 0, error,
-                         self.events_sent, ring_model="pipelined" if self.pipelined else "steps")
+                         self.events_sent, ring_model="pipelined" if self.pipelined else "steps",
+                         starvations=dict(sorted(self.starvations.items())))
 
     def _handle(self, kind: int, payload: Any) -> None:
         if kind == _EV_GPU:

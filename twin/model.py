@@ -23,6 +23,11 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     at the onset, and goes on as soon as capacity is back, as if its RTO had grown with the RTT
                     it measured under the class floor (RFC 6298) and no timer were left to wait for; tried
                     against the suite, it made ByteScheduler's pairs optimistic (docs/twin.md). 0: off.
+``starve_backoff_flows`` the backoff rule applies to a flow starved while its class FIFO on a saturated link of
+                    its path holds at least this many flows (itself included); one with fewer takes the
+                    ``rto_backoff`` 0 reading. scripts/bench_starvation.py measured a flow alone at the class floor
+                    going on within 0.02 s of the starvation's end, and flows that share the FIFO losing packets
+                    and timing out. 1: every starved flow follows ``rto_backoff`` (the calibrated model).
 ``overflow_timeouts`` retransmission timeouts (each costing ``rto_s``) expected per ring step that crossed a
                     saturated link whose class FIFO overflows: it holds fewer than ``fifo_flow_packets`` packets
                     for each of its flows (the FIFO's length is testbed/qos.py's, ``queue_ms`` of the link rate),
@@ -65,6 +70,7 @@ class ModelParams:
     rto_s: float = 0.0
     starve_share: float = 0.02
     rto_backoff: float = 1.0
+    starve_backoff_flows: float = 1.0
     overflow_timeouts: float = 0.0
     fifo_flow_packets: float = 2.0
     class_change_s: float = 0.0

@@ -316,8 +316,10 @@ def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Union[st
         v.fail("description", "must be a string")
     real_link_gbps = v.number(data.get("real_link_gbps", DEFAULT_REAL_LINK_GBPS), "real_link_gbps", positive=True)
     time_scale = data.get("time_scale", "auto")
-    time_scale = None if time_scale == "auto" else v.number(time_scale, "time_scale", positive=True,
-                                                           hint=' or "auto"')
+    if time_scale == "auto":
+        time_scale = None
+    else:
+        time_scale = v.number(time_scale, "time_scale", positive=True, hint=' or "auto"')
     target = data.get("target_iteration_s", list(DEFAULT_TARGET_ITERATION_S))
     if not isinstance(target, (list, tuple)) or len(target) != 2:
         v.fail("target_iteration_s", f"must be a list [low, high] of seconds (got {target!r})")
