@@ -372,6 +372,17 @@ class FluidSim:
         self.finish[~self.active | self.suspended] = np.inf
         self.dirty = False
 
+    def _class_links(self, idx: np.ndarray, rates: np.ndarray):
+        """Every (flow, link) crossing of the flows ``idx``: its row in ``idx``, the link, whether that link is
+        saturated at ``rates``, and a key for (class, link)."""
+        routes = self.routes[idx]
+        rows, cols = np.nonzero(routes >= 0)
+        links = routes[rows, cols]
+        n_links = self.net.links
+        load = np.bincount(links, weights=rates[rows] * 8.0, minlength=n_links)
+        saturated = load >= self.net.capacity * (1 - 1e-6)
+        return rows, links, saturated, self.cls[idx][rows] * n_links + links
+
     def _mark_queueing(self, idx: np.ndarray, rates: np.ndarray) -> None:
         """Flag the steps that cross a saturated link shared with another job's flow in their class, and those
         that cross a saturated link whose class FIFO overflows (more flows than it holds fifo_flow_packets for).
@@ -380,13 +391,8 @@ class FluidSim:
         the FIFO mostly serves the older one's packets first, and the fluid model already shares the link between
         them (pessimistically for the older one); charging queueing on top would count that contention twice.
         Every flow counts for overflow: a FIFO drops whoever's packet arrives when it is full."""
-        routes = self.routes[idx]
-        rows, cols = np.nonzero(routes >= 0)
-        links = routes[rows, cols]
+        rows, links, saturated, key = self._class_links(idx, rates)
         n_links = self.net.links
-        load = np.bincount(links, weights=rates[rows] * 8.0, minlength=n_links)
-        saturated = load >= self.net.capacity * (1 - 1e-6)
-        key = self.cls[idx][rows] * n_links + links
         # Distinct jobs per (class, link): count each (key, job) pair once.
         pairs = np.unique(key * self.n_job_ids + self.ent_job[idx][rows])
         jobs_here = np.bincount(pairs // self.n_job_ids, minlength=8 * n_links)
@@ -434,14 +440,8 @@ class FluidSim:
     def _fifo_flows(self, idx: np.ndarray, rates: np.ndarray) -> np.ndarray:
         """For each flow of ``idx``, the most flows (connections) its class FIFO holds on a saturated link of its
         path (1 when none of its links is saturated)."""
-        routes = self.routes[idx]
-        rows, cols = np.nonzero(routes >= 0)
-        links = routes[rows, cols]
-        n_links = self.net.links
-        load = np.bincount(links, weights=rates[rows] * 8.0, minlength=n_links)
-        saturated = load >= self.net.capacity * (1 - 1e-6)
-        key = self.cls[idx][rows] * n_links + links
-        flows_here = np.bincount(key, minlength=8 * n_links)
+        rows, links, saturated, key = self._class_links(idx, rates)
+        flows_here = np.bincount(key, minlength=8 * self.net.links)
         most = np.ones(idx.size, dtype=np.int64)
         on = saturated[links]
         np.maximum.at(most, rows[on], flows_here[key[on]])
