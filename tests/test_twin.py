@@ -326,7 +326,9 @@ def test_run_fluid_writes_a_results_folder(tmp_path):
     assert 0 < summary.cluster["gpu_utilization"] <= 1 and summary.cluster["gpus"] == 2
     assert summary.jobs[0].gpu_utilization and summary.jobs[0].iteration_time_mean_s > 0
     assert summary.controller["flowmods"] == 2                 # one bucket, two ranks: two flows, one rule each
-    assert json.load(open(out / "summary.json"))["config"]["twin"]["params"]["goodput"] < 1
+    written = json.load(open(out / "summary.json"))
+    assert written["config"]["twin"]["params"]["goodput"] < 1
+    assert isinstance(written["twin"]["starvations_by_fifo_flows"], dict)
     path, rows = collect(str(tmp_path))
     assert any(r["job"] == "__cluster__" and r["ok"] for r in rows)
     # A run with faults is refused, not silently run without them.
