@@ -19,6 +19,7 @@ import csv
 import json
 import os
 import re
+import subprocess
 from collections import defaultdict
 from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Optional, Tuple
@@ -328,7 +329,9 @@ RUN_COLUMNS = ["run_id", "scheduler", "scenario", "seed"]
 #: Enough to tabulate a sweep from this file alone, without its run folders (scripts/suite.py).
 JOB_COLUMNS = ["job", "model", "workers", "iterations", "iteration_time_mean_s", "iteration_time_p99_s",
                "gpu_utilization", "gpu_utilization_reconstructed", "timeouts", "drops", "steals", "faithful", "ok",
-               "error"]
+               "error", "git_commit"]
+#: ``git_commit``: the code that produced the run (12 digits, ``+dirty`` when tracked files differed from it), so
+#: that a table kept without its run folders still says which code made each row.
 
 
 @dataclass(frozen=True)
@@ -468,6 +471,7 @@ def summary_rows(record: RunRecord, axes) -> List[dict]:
         why = "not run" if not record.exists else "no summary.json (unfinished or killed run)"
         return [dict(base, job=CLUSTER, ok=False, error=why)]
     ok, faithful = summary.ok is True, _cell(summary.faithful)
+    base["git_commit"] = code_label(summary.versions or {})
     fidelity, controller = summary.fidelity or {}, summary.controller or {}
     by_job = fidelity.get("tcp_by_job") or {}
 
@@ -525,6 +529,29 @@ def read_summary_csv(path: str) -> Tuple[List[dict], List[str]]:
     except ValueError:
         axes = []
     return rows, axes
+
+
+# ------------------------------------------------------------------------------------------------ provenance
+def code_version(project_dir: str) -> Dict[str, Any]:
+    """``git_commit`` and ``git_dirty`` (tracked files changed) of ``project_dir``; None where git cannot say
+    (not a checkout, no git)."""
+    def git(*args) -> Optional[str]:
+        try:
+            done = subprocess.run(["git", "-C", project_dir, *args], capture_output=True, text=True, timeout=5)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"git_commit": commit, "git_dirty": bool(status) if status is not None else None}
+
+
+def code_label(versions: Dict[str, Any]) -> str:
+    """``versions``' commit as summary.csv shows it: 12 digits, ``+dirty`` if tracked files differed."""
+    commit = versions.get("git_commit")
+    if not commit:
+        return ""
+    return commit[:12] + ("+dirty" if versions.get("git_dirty") else "")
 
 
 # --------------------------------------------------------------------------------------------------- helpers

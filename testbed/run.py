@@ -304,6 +304,8 @@ def clean_stale() -> List[str]:
 
 # ------------------------------------------------------------------------------------------------ provenance
 def versions() -> dict:
+    from testbed.results import code_version
+
     def cmd(args):
         try:
             return subprocess.run(args, capture_output=True, text=True, timeout=5).stdout.strip().splitlines()[0]
@@ -317,12 +319,10 @@ def versions() -> dict:
         except Exception:
             return None
 
-    commit = cmd(["git", "-C", PROJECT_DIR, "rev-parse", "HEAD"])
-    dirty = cmd(["git", "-C", PROJECT_DIR, "status", "--porcelain", "--untracked-files=no"])
     return {"python": platform.python_version(), "kernel": platform.release(),
             "openvswitch": cmd(["ovs-vsctl", "--version"]), "ryu": pkg("ryu"), "mininet": pkg("mininet"),
             "eventlet": pkg("eventlet"), "numpy": pkg("numpy"), "testbed": pkg("flux-testbed"),
-            "git_commit": commit, "git_dirty": bool(dirty)}
+            **code_version(PROJECT_DIR)}
 
 
 # ------------------------------------------------------------------------------------------------ the run

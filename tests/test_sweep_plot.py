@@ -170,11 +170,11 @@ def test_bad_input_exits_2(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------------------------ resumability
-def write_run(run_dir, ok, scheduler="ecmp", seed=1):
+def write_run(run_dir, ok, scheduler="ecmp", seed=1, versions=None):
     os.makedirs(run_dir, exist_ok=True)
     summary = {"run_id": os.path.basename(run_dir), "ok": ok,
                "config": {"scheduler": scheduler, "seed": seed, "scenario": {"name": "default"}},
-               "jobs": [], "cluster": {}}
+               "jobs": [], "cluster": {}, "versions": versions or {}}
     with open(os.path.join(run_dir, "summary.json"), "w") as f:
         json.dump(summary, f)
 
@@ -258,7 +258,8 @@ def test_collect_only_from_synthetic_folders(tmp_path, capsys):
     out = tmp_path / "sw"
     make_run(out / "ecmp__default__s1", "ecmp", 1)
     make_run(out / "flux__default__s1", "flux", 1)
-    write_run(out / "crux__default__s1", ok=False, scheduler="crux")
+    write_run(out / "crux__default__s1", ok=False, scheduler="crux",
+              versions={"git_commit": "0123456789abcdef0123456789abcdef01234567", "git_dirty": True})
     (out / "flux__default__s2").mkdir()
     (out / "flux__default__s2" / "config.json").write_text(json.dumps({"scheduler": "flux", "seed": 2}))
     (out / ".attempts" / "old.1").mkdir(parents=True)
@@ -278,6 +279,9 @@ def test_collect_only_from_synthetic_folders(tmp_path, capsys):
     unfinished = [r for r in rows if r["run_id"] == "flux__default__s2"]
     assert len(unfinished) == 1 and unfinished[0]["ok"] == "False" and "summary" in unfinished[0]["error"]
     assert [r["ok"] for r in rows if r["run_id"] == "crux__default__s1"] == ["False"]
+    # Each row names the code that produced its run; a run whose summary does not say leaves it empty.
+    assert [r["git_commit"] for r in rows if r["run_id"] == "crux__default__s1"] == ["0123456789ab+dirty"]
+    assert all(r["git_commit"] == "" for r in rows if r["run_id"] == "ecmp__default__s1")
 
 
 def test_collect_uses_manifest_axes(tmp_path, fake_runner):

@@ -329,6 +329,7 @@ def test_run_fluid_writes_a_results_folder(tmp_path):
     written = json.load(open(out / "summary.json"))
     assert written["config"]["twin"]["params"]["goodput"] < 1
     assert isinstance(written["twin"]["starvations_by_fifo_flows"], dict)
+    assert written["versions"]["git_commit"] and written["versions"]["engine"] == "fluid"
     path, rows = collect(str(tmp_path))
     assert any(r["job"] == "__cluster__" and r["ok"] for r in rows)
     # A run with faults is refused, not silently run without them.

@@ -52,6 +52,7 @@ __all__ = ["MAX_HOSTS", "run_fluid", "simulate", "summarize", "prepare", "prepar
 #: Hosts the twin accepts (host addresses continue past the emulation's 250 into the next octets).
 MAX_HOSTS = 65000
 ENGINE = "fluid"
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Up to this many GPUs ``ring_model="auto"`` simulates every ring step; above, whole rings (docs/twin.md).
 AUTO_STEPS_MAX_GPUS = 128
 
@@ -186,7 +187,7 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
               ring_model: str = "auto", queue_ms: float = DEFAULT_QUEUE_MS) -> int:
     """Run one experiment in the twin and write its results folder (see the module docstring). Returns 0 when
     the run completed, 1 when it failed (the summary's ``error`` says why)."""
-    from testbed.results import JobSummary, RunFolder, RunSummary
+    from testbed.results import JobSummary, RunFolder, RunSummary, code_version
 
     out = os.path.abspath(out)
     folder = RunFolder(out)
@@ -211,7 +212,7 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
     folder.write_config(config)
     summary = RunSummary(run_id=run_id, config=config, seed=seed,
                          versions={"python": platform.python_version(), "numpy": np.__version__,
-                                   "engine": ENGINE},
+                                   "engine": ENGINE, **code_version(PROJECT_DIR)},
                          extra={"started_at": time.time()})
     code = 1
     try:
