@@ -447,6 +447,11 @@ class FluidSim:
         np.maximum.at(most, rows[on], flows_here[key[on]])
         return most
 
+    def _backs_off(self, c: int) -> bool:
+        """Whether flow c's starvation follows the backoff rule (``rto_backoff``, and enough flows in its FIFO when
+        it began, ``starve_backoff_flows``) rather than the one-timeout reading."""
+        return bool(self.p.rto_backoff) and self.starved_fifo[c] >= self.p.starve_backoff_flows
+
     def _count_starvation(self, c: int, starved: float) -> None:
         if starved >= self.p.rto_s:
             k = int(self.starved_fifo[c])
@@ -472,7 +477,7 @@ class FluidSim:
             return False
         starved = self.now - since
         self._count_starvation(c, starved)
-        if not self.p.rto_backoff or self.starved_fifo[c] < self.p.starve_backoff_flows:
+        if not self._backs_off(c):
             self._adaptive_timeout(c, starved)
             return False
         base = self.p.rto_s * (2 ** int(self.backoff[c]))
@@ -613,7 +618,7 @@ class FluidSim:
         self.starved_since[c] = np.nan
         starved = self.now - since
         self._count_starvation(c, starved)
-        if not self.p.rto_backoff or self.starved_fifo[c] < self.p.starve_backoff_flows:
+        if not self._backs_off(c):
             self._adaptive_timeout(c, starved)
             return 0.0
         if starved < base:
