@@ -395,3 +395,31 @@ def test_an_overflowing_fifo_costs_each_step_its_expected_timeouts(ring_model):
     assert run([a, b], overflow.with_(fifo_flow_packets=5.0)).sim_time_s == pytest.approx(ideal.sim_time_s)
     assert run([a, b], overflow, lossless=True).sim_time_s == pytest.approx(ideal.sim_time_s)
     assert run([a], overflow).sim_time_s == pytest.approx(run([a], IDEAL).sim_time_s)
+
+
+@pytest.mark.parametrize("ring_model", ["steps", "pipelined"])
+def test_a_job_fifo_order_serves_the_older_operation_first(ring_model):
+    from twin.engine import FluidSim
+    view = LAYOUT.view()
+    # One job of two workers, two equal buckets launched together (bucket 0 first): every link carries one flow of
+    # each bucket, so each step of S bytes takes 2S/C when the two share the link.
+    nbytes = 100_000
+    hosts = [HOSTS[0], HOSTS[4]]
+    profile = ModelProfile("two", "t", 1, (Bucket(0, nbytes, 0.0, 0.0), Bucket(1, nbytes, 0.0, 0.0)))
+    one = JobSpec(0, "j0", profile, 2, 1, hosts=tuple(h[0] for h in hosts), addresses=tuple(h[1] for h in hosts))
+    step = (chunk_bytes(nbytes, 2)[0] + 8) * 8 / (10 * MBIT)
+
+    def op_times(order):
+        params = IDEAL.with_(job_fifo_order=order)
+        r = FluidSim(Network(LAYOUT, view), [one], _OneClassOnePath(view, [one]), params, ring_model=ring_model).run()
+        assert r.completed and r.sim_time_s == pytest.approx(4 * step, rel=1e-9)  # the link is never idle
+        return {bucket: t for _it, bucket, t in r.op_times[0]}
+
+    # Fair sharing: both operations end together. First come, first served: bucket 0's two steps at full rate,
+    # then bucket 1's. Half of it: bucket 0 at 3C/4 while bucket 1 is sending (2 x 4/3 S/C), bucket 1 at C/4
+    # meanwhile (2/3 of a step), then alone.
+    assert op_times(0) == pytest.approx({0: 4 * step, 1: 4 * step}, rel=1e-9)
+    assert op_times(1) == pytest.approx({0: 2 * step, 1: 4 * step}, rel=1e-9)
+    assert op_times(0.5) == pytest.approx({0: 8 / 3 * step, 1: 4 * step}, rel=1e-9)
+    with pytest.raises(ValueError, match="job_fifo_order"):
+        IDEAL.with_(job_fifo_order=1.5)

@@ -365,12 +365,30 @@ class FluidSim:
                 continue
             if self.p.queue_delay_s > 0 or self.overflow_on:
                 self._mark_queueing(idx, rates)
+            if self.p.job_fifo_order > 0:
+                self._serve_in_launch_order(idx, rates)
             break
         with np.errstate(divide="ignore"):
             self.finish = np.where(self.rate > 0, self.now + self.rem / np.where(self.rate > 0, self.rate, 1.0),
                                    np.inf)
         self.finish[~self.active | self.suspended] = np.inf
         self.dirty = False
+
+    def _serve_in_launch_order(self, idx: np.ndarray, rates: np.ndarray) -> None:
+        """``job_fifo_order``: among a job's flows that share class and route, that share of what each gets under
+        max-min sharing goes to the one whose operation was launched first (a class FIFO serving a job's older
+        operation ahead of its newer ones). Starvation was judged on the shared rates already, and the links
+        carry the same load, so only the order in which the job's operations finish changes."""
+        groups: Dict[Tuple, List[int]] = {}
+        for i, e in enumerate(idx):
+            groups.setdefault((int(self.ent_job[e]), int(self.cls[e]), self.routes[e].tobytes()), []).append(i)
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            lead = min(members, key=lambda i: (self.xfer_op[idx[i]].iteration, self.xfer_op[idx[i]].bucket))
+            moved = rates[members] * self.p.job_fifo_order
+            self.rate[idx[members]] -= moved
+            self.rate[idx[lead]] += float(moved.sum())
 
     def _class_links(self, idx: np.ndarray, rates: np.ndarray):
         """Every (flow, link) crossing of the flows ``idx``: its row in ``idx``, the link, whether that link is

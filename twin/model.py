@@ -16,6 +16,10 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
 ``queue_delay_s``   extra delay of a ring step whose flow crossed a saturated link while another job's flow of
                     its class was there too (a FIFO per class: its packets wait behind the other flow's queue;
                     a job's own operations are shared by the fluid model already).
+``job_fifo_order``  how far a class FIFO serves a job's operations in launch order: among one job's flows
+                    with the same class and route, this share of each one's max-min rate goes to the flow of the
+                    operation launched first (0: the fluid model's fair sharing; 1: strictly first come, first
+                    served inside the job). Not calibrated: measured against the suite in docs/twin.md.
 ``rto_s``           retransmission timeouts: a flow held below ``starve_share`` of its host link for ``rto_s``
                     times out. With ``rto_backoff`` 1 it loses its window and only sends again when its timer
                     fires, at rto_s, 2 rto_s, 4 rto_s ... after it was starved (exponential backoff), even if
@@ -67,6 +71,7 @@ class ModelParams:
     step_latency_s: float = 0.0
     step_latency_cv: float = 0.0
     queue_delay_s: float = 0.0
+    job_fifo_order: float = 0.0
     rto_s: float = 0.0
     starve_share: float = 0.02
     rto_backoff: float = 1.0
@@ -82,6 +87,8 @@ class ModelParams:
         if not 0 < self.goodput <= 1:
             raise ValueError(f"goodput must be in (0, 1] (got {self.goodput})")
         for f in fields(self):
+            if f.name == "job_fifo_order" and self.job_fifo_order > 1:
+                raise ValueError(f"job_fifo_order must be in [0, 1] (got {self.job_fifo_order})")
             if f.name != "goodput" and getattr(self, f.name) < 0:
                 raise ValueError(f"{f.name} must be >= 0 (got {getattr(self, f.name)})")
 
