@@ -16,7 +16,9 @@ fitted. The other terms are fitted in three stages, each on the runs and the obs
 2. ``overflow_timeouts`` and ``fifo_flow_packets`` on the runs of several jobs, against the TCP retransmission
    timeouts each run counted (``fidelity.tcp.timeouts``; the error is taken on square roots, as for counts):
    where FIFOs overflow, and how often that ends in a timeout;
-3. ``queue_delay_s`` on the runs of several jobs, against the per-job GPU utilisation, with the terms above;
+3. ``queue_delay_s`` and ``queue_backlog`` together on the runs of several jobs, against the per-job GPU
+   utilisation, with the terms above (a fixed delay per step that meets another job in its FIFO, and a wait in
+   proportion to what the FIFO holds ahead of it: the fit says which, or how much of each);
 4. with ``--fit-noise`` only, ``step_latency_cv`` on the same runs, against how much each job's utilisation
    varies over the seeds of one scenario (its standard deviation, for every scenario run with two seeds or more).
    The twin replays each run with its own seed. Not part of the calibration: on the suite's ECMP runs the error
@@ -54,7 +56,8 @@ from twin.model import CALIBRATED_FILE, DEFAULT_CALIBRATION, IDEAL  # noqa: E402
 SOLO_STEP_LATENCY_S = tuple(k / 1000 for k in range(9))      # stage 1: 0 to 8 ms
 OVERFLOW_TIMEOUTS = (0.25, 0.5, 1.0, 2.0, 4.0)                # stage 2
 FIFO_FLOW_PACKETS = (1.0, 1.25, 1.5, 2.0, 3.0)
-QUEUE_DELAY_S = (0.0, 0.005, 0.01, 0.015, 0.02, 0.03)         # stage 3
+QUEUE_DELAY_S = (0.0, 0.005, 0.01, 0.02)                     # stage 3
+QUEUE_BACKLOG = (0.0, 0.25, 0.5, 0.75, 1.0)
 STEP_LATENCY_S = (0.0, 0.002, 0.004, 0.006)                   # stage 3, without runs of a job alone
 STEP_LATENCY_CV = (0.0, 0.5, 1.0, 2.0, 4.0)                   # stage 4
 
@@ -156,7 +159,7 @@ def main(argv=None) -> int:
     if not shared:
         sys.stderr.write("fit_twin.py: no finished ECMP emulation run of several jobs found\n")
         return 2
-    fitted = {"step_latency_s": 0.0, "queue_delay_s": 0.0, "overflow_timeouts": 0.0,
+    fitted = {"step_latency_s": 0.0, "queue_delay_s": 0.0, "queue_backlog": 0.0, "overflow_timeouts": 0.0,
               "fifo_flow_packets": IDEAL.fifo_flow_packets, "step_latency_cv": 0.0}
     stages = []
 
@@ -172,9 +175,10 @@ def main(argv=None) -> int:
         stage(["overflow_timeouts", "fifo_flow_packets"], [OVERFLOW_TIMEOUTS, FIFO_FLOW_PACKETS], shared,
               "rmse_sqrt_timeouts")
         if solo:
-            stage(["queue_delay_s"], [QUEUE_DELAY_S], shared, "rmse")
+            stage(["queue_delay_s", "queue_backlog"], [QUEUE_DELAY_S, QUEUE_BACKLOG], shared, "rmse")
         else:
-            stage(["step_latency_s", "queue_delay_s"], [STEP_LATENCY_S, QUEUE_DELAY_S], shared, "rmse")
+            stage(["step_latency_s", "queue_delay_s", "queue_backlog"], [STEP_LATENCY_S, QUEUE_DELAY_S, QUEUE_BACKLOG],
+                  shared, "rmse")
         if args.fit_noise:
             if not any(len(seeds) > 1 for seeds in seeds_per_condition(shared).values()):
                 sys.stderr.write("fit_twin.py: --fit-noise needs a scenario run with two seeds or more\n")

@@ -423,3 +423,29 @@ def test_a_job_fifo_order_serves_the_older_operation_first(ring_model):
     assert op_times(0.5) == pytest.approx({0: 8 / 3 * step, 1: 4 * step}, rel=1e-9)
     with pytest.raises(ValueError, match="job_fifo_order"):
         IDEAL.with_(job_fifo_order=1.5)
+
+
+@pytest.mark.parametrize("ring_model", ["steps", "pipelined"])
+def test_a_step_waits_behind_what_its_fifo_holds_ahead_of_it(ring_model):
+    from twin.engine import FluidSim
+    view = LAYOUT.view()
+    # One job of two workers, a small bucket and a large one launched together, every flow in one class: on every
+    # link of its path the small bucket's step finds the large one's (1 MB a step) ahead of it, more than a FIFO
+    # of 10 packets (queue_ms 1 at 10 Mbit/s) holds, so it waits for a full FIFO: 15,000 bytes, 12 ms.
+    small, large = 20_000, 2_000_000
+    hosts = [HOSTS[0], HOSTS[4]]
+    profile = ModelProfile("two", "t", 1, (Bucket(0, small, 0.0, 0.0), Bucket(1, large, 0.0, 0.0)))
+    one = JobSpec(0, "j0", profile, 2, 1, hosts=tuple(h[0] for h in hosts), addresses=tuple(h[1] for h in hosts))
+
+    def small_op_time(weight):
+        params = IDEAL.with_(queue_backlog=weight)
+        r = FluidSim(Network(LAYOUT, view), [one], _OneClassOnePath(view, [one]), params, ring_model=ring_model,
+                     queue_ms=1.0).run()
+        assert r.completed
+        return {bucket: t for _it, bucket, t in r.op_times[0]}[0]
+
+    # Each of its two steps shares the links with the large bucket (half the rate), then waits weight x 12 ms.
+    shared = 2 * (chunk_bytes(small, 2)[0] + 8) * 8 / (10 * MBIT)
+    assert small_op_time(0.0) == pytest.approx(2 * shared, rel=1e-9)
+    assert small_op_time(0.5) == pytest.approx(2 * (shared + 0.5 * 0.012), rel=1e-9)
+    assert small_op_time(1.0) == pytest.approx(2 * (shared + 0.012), rel=1e-9)

@@ -42,7 +42,7 @@ import numpy as np
 from controller.schedulers.base import Scheduler
 from core.model import Decision, FlowKey, JobSpec, OperationEvent
 from core.ring import ring_bytes_per_rank, ring_steps
-from testbed.qos import DEFAULT_QUEUE_MS, queue_packets
+from testbed.qos import DEFAULT_QUEUE_MS, MTU_BYTES, queue_packets
 from twin.model import ModelParams
 from twin.network import Network, allocate, hashed_path
 from workloads.program import COMPUTE, LAUNCH, WAIT, IterationProgram
@@ -206,6 +206,13 @@ class FluidSim:
         self.fifo_flows = np.array([queue_packets(r, queue_ms) for r in network.rate_mbps]) / max(
             self.p.fifo_flow_packets, 1e-9)
         self.overflow_time = np.zeros(n)
+        # What a class FIFO holds at most, in bytes (testbed/qos.py), and each entity's wait behind the bytes queued
+        # ahead of it: the current one, and its integral since the entity started sending (queue_backlog).
+        self.fifo_bytes = np.array([queue_packets(r, queue_ms) * MTU_BYTES for r in network.rate_mbps], dtype=float)
+        self.backlog_now = np.zeros(n)
+        self.backlog_int = np.zeros(n)
+        self.backlog_t = np.zeros(n)
+        self.sending_since = np.zeros(n)
         self.overflow_now = np.zeros(n, dtype=bool)
         self.xfer_overflow = np.zeros(n, dtype=bool)
         self.total = np.zeros(n)
@@ -363,7 +370,7 @@ class FluidSim:
                 # Flows that timed out wait for their timers: share the links without them.
                 idx = np.flatnonzero(self.active & ~self.suspended)
                 continue
-            if self.p.queue_delay_s > 0 or self.overflow_on:
+            if self.p.queue_delay_s > 0 or self.overflow_on or self.p.queue_backlog > 0:
                 self._mark_queueing(idx, rates)
             if self.p.job_fifo_order > 0:
                 self._serve_in_launch_order(idx, rates)
@@ -419,12 +426,44 @@ class FluidSim:
         hit[rows[saturated[links] & same]] = True
         self.xfer_queued[idx[hit]] = True
         self.queued_now[idx] = hit
+        if self.p.queue_backlog > 0:
+            self._mark_backlog(idx, rows, links, saturated, key)
         if self.overflow_on:
             flows_here = np.bincount(key, minlength=8 * n_links)
             over = np.zeros(idx.size, dtype=bool)
             over[rows[saturated[links] & (flows_here[key] > self.fifo_flows[links])]] = True
             self.xfer_overflow[idx[over]] = True
             self.overflow_now[idx] = over
+
+    def _mark_backlog(self, idx: np.ndarray, rows: np.ndarray, links: np.ndarray, saturated: np.ndarray,
+                      key: np.ndarray) -> None:
+        """Each entity's wait behind the bytes queued ahead of it from now on: on every saturated link of its path,
+        what the other flows in its class FIFO (its own job's included) still have to send, at most the FIFO's
+        length, at the link's rate; the longest of its links. The previous value is integrated up to now."""
+        rem = self.rem[idx][rows]
+        ahead = np.bincount(key, weights=rem, minlength=8 * self.net.links)[key] - rem
+        on = saturated[links] & (ahead > 0)
+        wait = np.minimum(ahead, self.fifo_bytes[links]) * 8.0 / self.net.capacity[links]
+        longest = np.zeros(idx.size)
+        np.maximum.at(longest, rows[on], wait[on])
+        self.backlog_int[idx] += self.backlog_now[idx] * (self.now - self.backlog_t[idx])
+        self.backlog_now[idx] = longest
+        self.backlog_t[idx] = self.now
+
+    def _backlog_delay(self, e: int, steps: int) -> float:
+        """``queue_backlog`` for ``steps`` ring steps of entity e: its wait behind the bytes queued ahead of it,
+        averaged over its time since it started sending, per step."""
+        if self.p.queue_backlog <= 0:
+            return 0.0
+        span = self.now - self.sending_since[e]
+        if span <= 0:
+            return 0.0
+        total = self.backlog_int[e] + self.backlog_now[e] * (self.now - self.backlog_t[e])
+        return steps * self.p.queue_backlog * total / span
+
+    def _reset_backlog(self, e: int) -> None:
+        self.backlog_now[e] = self.backlog_int[e] = 0.0
+        self.backlog_t[e] = self.sending_since[e] = self.now
 
     def _overflow_delay(self, e: int, steps: float) -> float:
         """Expected retransmission timeouts of ``steps`` ring steps of entity e for the share of its sending
@@ -539,6 +578,7 @@ class FluidSim:
         self.t_ref[c] = self.now
         self.xfer_op[c] = op
         self.xfer_queued[c] = self.xfer_overflow[c] = False
+        self._reset_backlog(c)
         self.backoff[c] = 0
         self.starved_since[c] = np.nan
         self.dirty = True
@@ -552,6 +592,7 @@ class FluidSim:
         self.xfer_op[e] = op
         self.xfer_queued[e] = self.queued_now[e] = self.overflow_now[e] = False
         self.fluid_time[e] = self.queued_time[e] = self.overflow_time[e] = 0.0
+        self._reset_backlog(e)
         self.marks[e] = 0
         self.backoff[e] = 0
         self.starved_since[e] = np.nan
@@ -592,6 +633,7 @@ class FluidSim:
         delay = self._step_latency(op.steps)
         if self.p.queue_delay_s > 0 and self.fluid_time[e] > 0:
             delay += op.steps * self.p.queue_delay_s * self.queued_time[e] / self.fluid_time[e]
+        delay += self._backlog_delay(e, op.steps)
         delay += self._overflow_delay(e, op.steps)
         delay += self._starved_tail(e)
         if delay > 0:
@@ -653,6 +695,7 @@ class FluidSim:
         op = self.xfer_op[c]
         self._retire(c)
         delay = self.p.queue_delay_s if self.xfer_queued[c] else 0.0
+        delay += self._backlog_delay(c, 1)
         delay += self._overflow_delay(c, 1)
         delay += self._starved_tail(c)
         r = self.conn_meta[c][1]

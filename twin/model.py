@@ -20,6 +20,13 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     with the same class and route, this share of each one's max-min rate goes to the flow of the
                     operation launched first (0: the fluid model's fair sharing; 1: strictly first come, first
                     served inside the job). Not calibrated: measured against the suite in docs/twin.md.
+``queue_backlog``   a ring step's wait behind the packets queued ahead of it in its class FIFO, which the fluid
+                    model's sharing does not have (a FIFO serves packets in the order they came, so a short
+                    message behind a long one waits for the queue first): on every saturated link of its path,
+                    the bytes that the other flows in its class (its own job's other operations included) still
+                    have to send, at most the FIFO's length, at the link's rate; the longest of its links,
+                    averaged over the step's time in the network, times this weight, is added to the step.
+                    0: off.
 ``rto_s``           retransmission timeouts: a flow held below ``starve_share`` of its host link for ``rto_s``
                     times out. With ``rto_backoff`` 1 it loses its window and only sends again when its timer
                     fires, at rto_s, 2 rto_s, 4 rto_s ... after it was starved (exponential backoff), even if
@@ -49,8 +56,8 @@ controller collects events before deciding once for all of them (it handles even
 ``scripts/fit_twin.py`` writes from finished ECMP emulation runs only (so that any agreement on the other
 policies is a prediction, not a fit). ``physical()`` keeps the calibrated model's measured, physical terms
 (``goodput``, ``rto_s``) and turns the fitted delays off (``step_latency_s``, ``queue_delay_s``,
-``overflow_timeouts``, ``class_change_s``): the optimistic end of the calibrated model, which scripts/bounds.py
-uses so that a bound is not lowered by a fitted delay.
+``queue_backlog``, ``overflow_timeouts``, ``class_change_s``): the optimistic end of the calibrated model, which
+scripts/bounds.py uses so that a bound is not lowered by a fitted delay.
 """
 from __future__ import annotations
 
@@ -60,7 +67,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, Mapping, Optional, Union
 
 CALIBRATED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibrated.json")
-ARTEFACTS = ("goodput", "step_latency_s", "queue_delay_s", "rto_s", "overflow_timeouts", "class_change_s")
+ARTEFACTS = ("goodput", "step_latency_s", "queue_delay_s", "queue_backlog", "rto_s", "overflow_timeouts",
+             "class_change_s")
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,7 @@ class ModelParams:
     step_latency_s: float = 0.0
     step_latency_cv: float = 0.0
     queue_delay_s: float = 0.0
+    queue_backlog: float = 0.0
     job_fifo_order: float = 0.0
     rto_s: float = 0.0
     starve_share: float = 0.02
@@ -127,7 +136,7 @@ def calibrated(path: str = CALIBRATED_FILE) -> ModelParams:
 
 
 #: The calibrated model's terms that a fit sets (physical() turns them off).
-FITTED_TERMS = ("step_latency_s", "queue_delay_s", "overflow_timeouts", "class_change_s")
+FITTED_TERMS = ("step_latency_s", "queue_delay_s", "queue_backlog", "overflow_timeouts", "class_change_s")
 
 
 def physical(path: str = CALIBRATED_FILE) -> ModelParams:
