@@ -2,10 +2,11 @@
 """Scaling benchmark of the flow-level twin: wall time and peak memory per cluster size and scheduler.
 
     python scripts/bench_twin.py [--sizes 16,64,256,1024,4096] [--schedulers ecmp,crux,flux] [--figure FILE]
+                                 [--ring-model auto|steps|pipelined]
 
 Each run is its own process (so that its peak resident memory is its own), on one core, with the calibrated
-model and ``ring_model="auto"`` (every ring step simulated up to 128 GPUs, whole rings above). Sizes and their
-scenarios:
+model and ``ring_model="auto"`` (every ring step simulated up to 128 GPUs, whole rings above; ``--ring-model``
+forces one, to compare the two on one size). Sizes and their scenarios:
 
 * 16: the headline scenario on the shipped 2 x 4 x 4 leaf-spine;
 * 64, 256: G/16 tenants of 16 workers (the four shipped models in turn), random placement, on G/32 leaves of 32
@@ -59,7 +60,7 @@ def setup(gpus: int):
                   "jobs": jobs}
 
 
-def one(gpus: int, scheduler: str) -> dict:
+def one(gpus: int, scheduler: str, ring_model: str = "auto") -> dict:
     """Run one size under one scheduler in this process."""
     import twin
     from core.fabric import FabricLayout
@@ -74,7 +75,7 @@ def one(gpus: int, scheduler: str) -> dict:
     else:
         resolved = twin.prepare(scenario, spec)
         layout, jobs = resolved["layout"], resolved["jobs"]
-    r = twin.simulate(layout, jobs, scheduler, {}, "calibrated", "strict", 0.01, 1)
+    r = twin.simulate(layout, jobs, scheduler, {}, "calibrated", "strict", 0.01, 1, ring_model=ring_model)
     wall = time.perf_counter() - t0
     return {"gpus": gpus, "scheduler": scheduler, "jobs": len(jobs), "ring_model": r.ring_model,
             "wall_s": round(wall, 3), "sim_wall_s": round(r.wall_s, 3), "sim_s": round(r.sim_time_s, 3),
@@ -88,17 +89,18 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", default="16,64,256,1024,4096")
     p.add_argument("--schedulers", default="ecmp,crux,flux")
     p.add_argument("--figure", default=None, help="write a PNG of wall time against GPUs")
+    p.add_argument("--ring-model", default="auto", choices=("auto", "steps", "pipelined"))
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # "GPUS:SCHEDULER": run in this process
     args = p.parse_args(argv)
     if args.one:
         gpus, scheduler = args.one.split(":")
-        print(json.dumps(one(int(gpus), scheduler)))
+        print(json.dumps(one(int(gpus), scheduler, args.ring_model)))
         return 0
     records = []
     for gpus in (int(s) for s in args.sizes.split(",")):
         for scheduler in args.schedulers.split(","):
-            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", f"{gpus}:{scheduler}"],
-                                 capture_output=True, text=True)
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", f"{gpus}:{scheduler}",
+                                  "--ring-model", args.ring_model], capture_output=True, text=True)
             if out.returncode != 0:
                 records.append({"gpus": gpus, "scheduler": scheduler, "error": out.stderr.strip()[-500:]})
             else:

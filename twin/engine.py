@@ -210,6 +210,7 @@ class FluidSim:
         # ahead of it: the current one, and its integral since the entity started sending (queue_backlog).
         self.fifo_bytes = np.array([queue_packets(r, queue_ms) * MTU_BYTES for r in network.rate_mbps], dtype=float)
         self.backlog_now = np.zeros(n)
+        self.step_bytes = np.full(n, np.inf)    # a pipelined ring's bytes per step (one step in flight per hop)
         self.backlog_int = np.zeros(n)
         self.backlog_t = np.zeros(n)
         self.sending_since = np.zeros(n)
@@ -440,7 +441,8 @@ class FluidSim:
         """Each entity's wait behind the bytes queued ahead of it from now on: on every saturated link of its path,
         what the other flows in its class FIFO (its own job's included) still have to send, at most the FIFO's
         length, at the link's rate; the longest of its links. The previous value is integrated up to now."""
-        rem = self.rem[idx][rows]
+        # What a flow has in the network is its step's remaining bytes: a pipelined ring holds one step per hop.
+        rem = np.minimum(self.rem[idx], self.step_bytes[idx])[rows]
         ahead = np.bincount(key, weights=rem, minlength=8 * self.net.links)[key] - rem
         wait = np.where(saturated[links] & (ahead > 0),
                         np.minimum(ahead, self.fifo_bytes[links]) * 8.0 / self.net.capacity[links], 0.0)
@@ -591,6 +593,7 @@ class FluidSim:
         total = float(max(self._rank_bytes(op)))
         self.active[e] = True
         self.rem[e] = self.total[e] = total
+        self.step_bytes[e] = total / op.steps
         self.t_ref[e] = self.t_acc[e] = self.now
         self.xfer_op[e] = op
         self.xfer_queued[e] = self.queued_now[e] = self.overflow_now[e] = False
