@@ -21,6 +21,12 @@ PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if PROJECT_DIR not in sys.path:
     sys.path.insert(0, PROJECT_DIR)
 
+from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
+
+if __name__ == "__main__":
+    # Set up what is missing and continue in .venv; tables need no fabric.
+    ensure_env("seeds_table.py", needs_fabric=False)
+
 from testbed.results import CLUSTER, SUMMARY_CSV, read_summary_csv  # noqa: E402
 
 Runs = Dict[str, Dict[str, float]]      # run id -> job (or CLUSTER) -> GPU utilisation

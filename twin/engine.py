@@ -411,12 +411,12 @@ class FluidSim:
 
     def _mark_queueing(self, idx: np.ndarray, rates: np.ndarray) -> None:
         """Flag the steps that cross a saturated link shared with another job's flow in their class, and those
-        that cross a saturated link whose class FIFO overflows (more flows than it holds fifo_flow_packets for).
+        that cross a saturated link whose class FIFO overflows (more flows than it holds fifo_flow_packets for);
+        with ``queue_backlog``, measure what each step's FIFOs hold ahead of it (``_mark_backlog``).
 
-        Only other jobs count for queueing: a job's own operations on a link were launched in backward order, so
-        the FIFO mostly serves the older one's packets first, and the fluid model already shares the link between
-        them (pessimistically for the older one); charging queueing on top would count that contention twice.
-        Every flow counts for overflow: a FIFO drops whoever's packet arrives when it is full."""
+        Only other jobs count for the constant ``queue_delay_s`` (a constant charged behind the job's own
+        operations too slowed a job alone in its class, docs/twin.md); the backlog counts every other flow by its
+        bytes. Every flow counts for overflow: a FIFO drops whoever's packet arrives when it is full."""
         rows, links, saturated, key = self._class_links(idx, rates)
         n_links = self.net.links
         # Distinct jobs per (class, link): count each (key, job) pair once.
@@ -441,6 +441,8 @@ class FluidSim:
         """Each entity's wait behind the bytes queued ahead of it from now on: on every saturated link of its path,
         what the other flows in its class FIFO (its own job's included) still have to send, at most the FIFO's
         length, at the link's rate; the longest of its links. The previous value is integrated up to now."""
+        if not rows.size:
+            return
         # What a flow has in the network is its step's remaining bytes: a pipelined ring holds one step per hop.
         rem = np.minimum(self.rem[idx], self.step_bytes[idx])[rows]
         ahead = np.bincount(key, weights=rem, minlength=8 * self.net.links)[key] - rem

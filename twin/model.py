@@ -14,8 +14,8 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     twice, and where jobs' phases can settle two ways a model without noise always settles the
                     same way; the mean stays ``step_latency_s``.
 ``queue_delay_s``   extra delay of a ring step whose flow crossed a saturated link while another job's flow of
-                    its class was there too (a FIFO per class: its packets wait behind the other flow's queue;
-                    a job's own operations are shared by the fluid model already).
+                    its class was there too (a FIFO per class: its packets wait behind the other flow's queue).
+                    A constant, and blind to the job's own operations; the fit now prefers ``queue_backlog``.
 ``job_fifo_order``  how far a class FIFO serves a job's operations in launch order: among one job's flows
                     with the same class and route, this share of each one's max-min rate goes to the flow of the
                     operation launched first (0: the fluid model's fair sharing; 1: strictly first come, first
