@@ -203,12 +203,12 @@ class FluidSim:
         # A class FIFO overflows when it cannot hold fifo_flow_packets of every flow in it (testbed/qos.py sizes
         # it; the lossless transport profile sizes it so that it never can).
         self.overflow_on = self.p.overflow_timeouts > 0 and self.p.rto_s > 0 and not lossless
-        self.fifo_flows = np.array([queue_packets(r, queue_ms) for r in network.rate_mbps]) / max(
-            self.p.fifo_flow_packets, 1e-9)
+        fifo_packets = np.array([queue_packets(r, queue_ms) for r in network.rate_mbps], dtype=float)
+        self.fifo_flows = fifo_packets / max(self.p.fifo_flow_packets, 1e-9)
         self.overflow_time = np.zeros(n)
-        # What a class FIFO holds at most, in bytes (testbed/qos.py), and each entity's wait behind the bytes queued
-        # ahead of it: the current one, and its integral since the entity started sending (queue_backlog).
-        self.fifo_bytes = np.array([queue_packets(r, queue_ms) * MTU_BYTES for r in network.rate_mbps], dtype=float)
+        # What a class FIFO holds at most, in bytes, and each entity's wait behind the bytes queued ahead of it:
+        # the current one, and its integral since the entity started sending (queue_backlog).
+        self.fifo_bytes = fifo_packets * MTU_BYTES
         self.backlog_now = np.zeros(n)
         self.step_bytes = np.full(n, np.inf)    # a pipelined ring's bytes per step (one step in flight per hop)
         self.backlog_int = np.zeros(n)

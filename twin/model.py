@@ -96,10 +96,10 @@ class ModelParams:
         if not 0 < self.goodput <= 1:
             raise ValueError(f"goodput must be in (0, 1] (got {self.goodput})")
         for f in fields(self):
-            if f.name == "job_fifo_order" and self.job_fifo_order > 1:
-                raise ValueError(f"job_fifo_order must be in [0, 1] (got {self.job_fifo_order})")
             if f.name != "goodput" and getattr(self, f.name) < 0:
                 raise ValueError(f"{f.name} must be >= 0 (got {getattr(self, f.name)})")
+        if self.job_fifo_order > 1:
+            raise ValueError(f"job_fifo_order must be in [0, 1] (got {self.job_fifo_order})")
 
     def to_dict(self) -> Dict[str, float]:
         return asdict(self)
