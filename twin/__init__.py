@@ -62,13 +62,14 @@ def simulate(layout: FabricLayout, jobs: Sequence[JobSpec], scheduler: str = "ec
              model: Union[str, ModelParams, Mapping[str, Any], None] = "ideal", class_mode: str = "strict",
              class_floor: float = 0.0, hash_seed: int = 1, time_limit_s: float = 3600.0,
              ring_model: str = "auto", hash_model: str = "ovs", queue_ms: float = DEFAULT_QUEUE_MS,
-             lossless: bool = False, seed: int = 1) -> RunResult:
+             lossless: bool = False, seed: int = 1, trace_ops: bool = False) -> RunResult:
     """Run the jobs on the layout under the named scheduler and return what happened. ``ring_model``:
     ``steps`` (every ring step a flow), ``pipelined`` (a bucket's ring one flow) or ``auto`` (steps up to
     AUTO_STEPS_MAX_GPUS GPUs, pipelined above). ``hash_model``: how hashed (ECMP) paths are chosen,
     ``ovs`` (Open vSwitch's own hash, as in the emulation) or ``salted`` (by ``hash_seed``; twin/network.py).
     ``queue_ms`` sizes the class FIFOs as the testbed does; ``lossless`` (the lossless transport profile) sizes
-    them so that none overflows. ``seed`` draws the model's noise (``ModelParams.step_latency_cv``)."""
+    them so that none overflows. ``seed`` draws the model's noise (``ModelParams.step_latency_cv``). ``trace_ops``:
+    the result's ``op_trace`` holds every rank's launch and done time of every operation."""
     if hash_model not in HASH_MODELS:
         raise ValueError(f"hash model must be one of {', '.join(HASH_MODELS)} (got {hash_model!r})")
     if ring_model == "auto":
@@ -80,7 +81,7 @@ def simulate(layout: FabricLayout, jobs: Sequence[JobSpec], scheduler: str = "ec
     net = Network(layout, view, goodput=params.goodput)
     sim = FluidSim(net, jobs, policy, params, class_mode=class_mode, class_floor=class_floor,
                    hash_seed=hash_seed, time_limit_s=time_limit_s, ring_model=ring_model, hash_model=hash_model,
-                   queue_ms=queue_ms, lossless=lossless, seed=seed)
+                   queue_ms=queue_ms, lossless=lossless, seed=seed, trace_ops=trace_ops)
     result = sim.run()
     result.scheduler = policy  # for its own statistics (changes, op_changes)
     return result

@@ -135,6 +135,7 @@ class RunResult:
     scheduler: Any = None                                # the policy object, for its own statistics
     ring_model: str = "steps"
     starvations: Dict[int, int] = field(default_factory=dict)  # starvations of rto_s or more, by flows in the FIFO
+    op_trace: Optional[Dict[Tuple[int, int, int], Dict[int, List[float]]]] = None  # FluidSim(trace_ops=True)
 
 
 class FluidSim:
@@ -143,8 +144,12 @@ class FluidSim:
     def __init__(self, network: Network, jobs: Sequence[JobSpec], scheduler: Scheduler, params: ModelParams,
                  class_mode: str = "strict", class_floor: float = 0.0, hash_seed: int = 1,
                  time_limit_s: float = 3600.0, ring_model: str = "steps", hash_model: str = "ovs",
-                 queue_ms: float = DEFAULT_QUEUE_MS, lossless: bool = False, seed: int = 1):
+                 queue_ms: float = DEFAULT_QUEUE_MS, lossless: bool = False, seed: int = 1,
+                 trace_ops: bool = False):
         self.net = network
+        # (job, iteration, bucket) -> rank -> [launch, done], what the workers log as an op's launch and done
+        # (scripts/op_timeline.py sets them side by side); None unless asked for.
+        self.op_trace: Optional[Dict[Tuple[int, int, int], Dict[int, List[float]]]] = {} if trace_ops else None
         # Only the step latency's variability draws from it (ModelParams.step_latency_cv).
         self.rng = np.random.default_rng(seed)
         self.jobs = list(jobs)
@@ -281,6 +286,10 @@ class FluidSim:
 
     # ------------------------------------------------------------------------------------------------ events
     def _emit(self, kind: str, op: Op, rank: int, bytes_done: int = 0) -> None:
+        if self.op_trace is not None and kind in ("launch", "done"):
+            times = self.op_trace.setdefault((op.job.index, op.iteration, op.bucket), {}).setdefault(
+                rank, [math.nan, math.nan])
+            times[0 if kind == "launch" else 1] = self.now
         self.events_sent += 1
         if not self.uses_events:
             return  # a policy without events or timers decides once: the events would change nothing
@@ -837,7 +846,7 @@ class FluidSim:
                          self.decide_calls, self.flow_changes, self.recomputes, self.now,
                          time.perf_counter() - wall0, error is None and self.running == 0, error,
                          self.events_sent, ring_model="pipelined" if self.pipelined else "steps",
-                         starvations=dict(sorted(self.starvations.items())))
+                         starvations=dict(sorted(self.starvations.items())), op_trace=self.op_trace)
 
     def _handle(self, kind: int, payload: Any) -> None:
         if kind == _EV_GPU:

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Where an emulation run's time went, operation by operation, beside the twin replaying the same run.
+
+    python scripts/op_timeline.py RUN_DIR [--job gpt2_xl] [--stall 1.0] [--out FILE.json]
+
+RUN_DIR is an emulation run folder (testbed/run.py) with its workers' logs (``workers/*.jsonl``). The twin replays
+the run's recorded config (its jobs as placed, scheduler, classes, FIFOs, seed) with the calibrated model and logs
+every rank's launch and done of every operation; the emulation's come from the workers' ``op`` records. For each
+job, iteration and bucket:
+
+* ``emulation_s`` / ``twin_s``: the operation's time, from its first rank's launch to its last rank's done (what
+  ``op_time_by_bucket_s`` averages in either engine's ``summary.json``);
+* ``skew_s``: in the emulation, from the first rank's launch to the last one's (a rank still waiting for an earlier
+  operation launches late, and the ring waits for it);
+* ``delivery_s``: in the emulation, the longest time a rank waited for its ring predecessor's last message, from
+  the moment the predecessor handed it to the kernel to the rank's done. A message of one ring step takes tens of
+  milliseconds at the suite's rates; a second or more is a connection that stopped (a retransmission timer, grown
+  with the round-trip times the connection measured while its class was starved);
+* ``stall``: ``delivery_s`` >= ``--stall``.
+
+The summary per job gives the mean time per bucket in both engines, the stalled operations and how much longer
+they took than in the twin, and each engine's GPU utilisation (the emulation's from its ``summary.json``).
+Prints a table; ``--out`` writes the JSON. Reads only: needs no root and starts nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import statistics
+import sys
+from typing import Dict, List, Mapping, Tuple
+
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if PROJECT_DIR not in sys.path:
+    sys.path.insert(0, PROJECT_DIR)
+
+from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
+
+if __name__ == "__main__":
+    # Set up what is missing and continue in .venv; the twin needs no fabric.
+    ensure_env("op_timeline.py", needs_fabric=False)
+
+OpKey = Tuple[str, int, int]                  # job name, iteration, bucket
+Times = Dict[OpKey, Dict[int, Tuple[float, float, float]]]   # -> rank -> (launch, last_byte, done)
+
+
+class BadInput(Exception):
+    pass
+
+
+def emulation_ops(run_dir: str) -> Times:
+    """Every rank's (launch, last byte, done) of every operation, from the workers' logs of a run."""
+    ops: Times = {}
+    paths = sorted(glob.glob(os.path.join(run_dir, "workers", "*.jsonl")))
+    if not paths:
+        raise BadInput(f"{run_dir}: no workers/*.jsonl (an emulation run folder keeps its workers' logs)")
+    for path in paths:
+        job, rank = None, None
+        with open(path) as f:
+            for line in f:
+                rec = json.loads(line)
+                if rec.get("type") == "header":
+                    job, rank = rec["job"], int(rec["rank"])
+                elif rec.get("type") == "op" and job is not None:
+                    ops.setdefault((job, int(rec["iteration"]), int(rec["bucket"])), {})[rank] = (
+                        float(rec["launch"]), float(rec["last_byte"]), float(rec["done"]))
+    return ops
+
+
+def twin_ops(config: Mapping, model: str = "calibrated") -> Tuple[Times, Dict[str, float]]:
+    """The twin's replay of a recorded run: every rank's (launch, nan, done), and each job's GPU utilisation."""
+    import twin
+    resolved = twin.prepare_recorded(config)
+    jobs = resolved["jobs"]
+    seed = int(config.get("seed") or 1)
+    result = twin.simulate(resolved["layout"], jobs, config["scheduler"], config.get("scheduler_params") or {},
+                           model, config.get("class_mode", "strict"), float(config.get("class_floor", 0.01)),
+                           seed, **twin.fifo_settings(config), seed=seed, trace_ops=True)
+    names = {j.index: j.name for j in jobs}
+    ops: Times = {}
+    for (job, iteration, bucket), ranks in result.op_trace.items():
+        ops[(names[job], iteration, bucket)] = {r: (t[0], math.nan, t[1]) for r, t in ranks.items()}
+    utils = {j["name"]: j["gpu_utilization"] for j in twin.summarize(jobs, result)["jobs"]}
+    return ops, utils
+
+
+def op_time(ranks: Mapping[int, Tuple[float, float, float]]) -> float:
+    return max(t[2] for t in ranks.values()) - min(t[0] for t in ranks.values())
+
+
+def skew(ranks: Mapping[int, Tuple[float, float, float]]) -> float:
+    return max(t[0] for t in ranks.values()) - min(t[0] for t in ranks.values())
+
+
+def delivery(ranks: Mapping[int, Tuple[float, float, float]]) -> float:
+    """The longest wait of a rank for its ring predecessor's last message (rank r receives from r - 1)."""
+    n = len(ranks)
+    return max(ranks[r][2] - ranks[(r - 1) % n][1] for r in ranks if (r - 1) % n in ranks)
+
+
+def compare(emulation: Times, twin: Times, stall_s: float) -> List[dict]:
+    """One row per operation both engines completed on every rank, in (job, iteration, bucket) order."""
+    rows = []
+    for key in sorted(emulation):
+        emu, tw = emulation[key], twin.get(key)
+        if not tw or len(tw) != len(emu) or any(math.isnan(t[2]) for t in tw.values()):
+            continue
+        d = delivery(emu)
+        rows.append({"job": key[0], "iteration": key[1], "bucket": key[2], "emulation_s": op_time(emu),
+                     "twin_s": op_time(tw), "skew_s": skew(emu), "twin_skew_s": skew(tw), "delivery_s": d,
+                     "stall": d >= stall_s})
+    return rows
+
+
+def summarise(rows: List[dict], emulation_util: Mapping[str, float], twin_util: Mapping[str, float]) -> List[dict]:
+    out = []
+    for job in sorted({r["job"] for r in rows}):
+        mine = [r for r in rows if r["job"] == job]
+        stalls = [r for r in mine if r["stall"]]
+        by_bucket = {}
+        for b in sorted({r["bucket"] for r in mine}):
+            ops = [r for r in mine if r["bucket"] == b]
+            by_bucket[str(b)] = {"emulation_s": statistics.mean(r["emulation_s"] for r in ops),
+                                 "twin_s": statistics.mean(r["twin_s"] for r in ops)}
+        out.append({"job": job, "operations": len(mine), "stalls": len(stalls),
+                    "stall_excess_s": sum(r["emulation_s"] - r["twin_s"] for r in stalls),
+                    "excess_s": sum(r["emulation_s"] - r["twin_s"] for r in mine),
+                    "longest_delivery_s": max(r["delivery_s"] for r in mine),
+                    "gpu_utilization": {"emulation": emulation_util.get(job), "twin": twin_util.get(job)},
+                    "op_time_by_bucket_s": by_bucket})
+    return out
+
+
+def table(rows: List[dict], jobs: List[dict]) -> str:
+    lines = ["job  iteration  bucket  emulation_s (skew_s)  twin_s (skew_s)  delivery_s"]
+    for r in rows:
+        lines.append(f"{r['job']}  {r['iteration']}  {r['bucket']}  {r['emulation_s']:.2f} ({r['skew_s']:.2f})  "
+                     f"{r['twin_s']:.2f} ({r['twin_skew_s']:.2f})  {r['delivery_s']:.2f}"
+                     f"{'  STALL' if r['stall'] else ''}")
+    for j in jobs:
+        u = j["gpu_utilization"]
+        emu = f"{u['emulation']:.3f}" if u["emulation"] is not None else "?"
+        lines.append(f"{j['job']}: {j['operations']} operations, {j['stalls']} stalled "
+                     f"({j['stall_excess_s']:+.2f} s against the twin; all operations {j['excess_s']:+.2f} s), "
+                     f"GPU utilisation emulation {emu}, twin {u['twin']:.3f}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir", help="an emulation run folder (testbed/run.py --out) with its workers' logs")
+    p.add_argument("--job", help="only this job (by name)")
+    p.add_argument("--stall", type=float, default=1.0,
+                   help="a delivery this long or longer (seconds) counts as a stalled connection")
+    p.add_argument("--model", default="calibrated", help="the twin's model: calibrated or ideal")
+    p.add_argument("--out", help="also write the JSON here")
+    a = p.parse_args(argv)
+    try:
+        if a.stall <= 0:
+            raise BadInput("--stall must be > 0")
+        if a.model not in ("calibrated", "ideal"):
+            raise BadInput(f"--model must be calibrated or ideal (got {a.model!r})")
+        summary_path = os.path.join(a.run_dir, "summary.json")
+        if not os.path.isfile(summary_path):
+            raise BadInput(f"{a.run_dir}: no summary.json (not a run folder)")
+        with open(summary_path) as f:
+            summary = json.load(f)
+        config = summary.get("config") or {}
+        if config.get("engine", "emulation") != "emulation":
+            raise BadInput(f"{a.run_dir}: a {config.get('engine')} run; this compares an emulation run with the twin")
+        emulation = emulation_ops(a.run_dir)
+        if a.job:
+            emulation = {k: v for k, v in emulation.items() if k[0] == a.job}
+            if not emulation:
+                raise BadInput(f"no operations of a job named {a.job!r} in {a.run_dir}")
+    except (BadInput, OSError, ValueError) as exc:
+        sys.stderr.write(f"op_timeline.py: {exc}\n")
+        return 2
+    twin, twin_util = twin_ops(config, a.model)
+    rows = compare(emulation, twin, a.stall)
+    emulation_util = {j["name"]: j.get("gpu_utilization") for j in summary.get("jobs") or []}
+    jobs = summarise(rows, emulation_util, twin_util)
+    result = {"command": " ".join(["scripts/op_timeline.py"] + (argv if argv is not None else sys.argv[1:])),
+              "run": os.path.abspath(a.run_dir), "scheduler": config.get("scheduler"),
+              "scenario": config.get("scenario_file"), "seed": config.get("seed"), "twin_model": a.model,
+              "stall_s": a.stall, "jobs": jobs, "operations": rows}
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(result, f, indent=2)
+            f.write("\n")
+    print(table(rows, jobs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""scripts/op_timeline.py: an emulation run's operations beside the twin's replay of the same run."""
+import json
+import math
+import os
+
+import pytest
+
+import twin
+from core.fabric import FabricLayout, FabricSpec
+from scripts import op_timeline
+from workloads.scenario import load_scenario
+
+
+def test_op_time_skew_and_delivery_by_hand():
+    # rank -> (launch, last byte, done); rank r receives from r - 1.
+    ranks = {0: (10.0, 10.4, 10.5), 1: (10.2, 10.45, 12.0), 2: (10.1, 10.5, 10.6)}
+    assert op_timeline.op_time(ranks) == pytest.approx(2.0)
+    assert op_timeline.skew(ranks) == pytest.approx(0.2)
+    # Rank 1 had its predecessor's (rank 0's) last message 1.6 s after it went to the kernel.
+    assert op_timeline.delivery(ranks) == pytest.approx(1.6)
+    twin_ops = {("j", 0, 0): {r: (t[0], math.nan, t[2] - 1.0 if r == 1 else t[2]) for r, t in ranks.items()}}
+    rows = op_timeline.compare({("j", 0, 0): ranks}, twin_ops, stall_s=1.0)
+    assert rows[0]["stall"] and rows[0]["emulation_s"] - rows[0]["twin_s"] == pytest.approx(1.0)
+    assert op_timeline.compare({("j", 0, 0): ranks}, twin_ops, stall_s=2.0)[0]["stall"] is False
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    """A twin run's folder dressed as an emulation run: its workers' logs written from the twin's own trace, so
+    that the two engines agree exactly until a test changes the logs."""
+    spec = FabricSpec(2, 4, 4, 10.0, 10.0)
+    layout = FabricLayout.from_spec(spec)
+    scenario = load_scenario("smoke").resolve(layout.host_tuples(), 10.0)
+    resolved = {"spec": spec, "layout": layout, "params": {}, "scenario": scenario, "jobs": scenario.jobs,
+                "scenario_path": "smoke.yaml", "faults": []}
+    run = tmp_path / "run"
+    assert twin.run_fluid(resolved, "crux", 1, str(run), quiet=True) == 0
+    summary = json.load(open(run / "summary.json"))
+    summary["config"]["engine"] = "emulation"
+    json.dump(summary, open(run / "summary.json", "w"))
+    ops, _ = op_timeline.twin_ops(summary["config"])
+    os.makedirs(run / "workers")
+    ranks = sorted({(job, r) for (job, _i, _b), by_rank in ops.items() for r in by_rank})
+    for job, rank in ranks:
+        with open(run / "workers" / f"{job}-r{rank}.jsonl", "w") as f:
+            f.write(json.dumps({"type": "header", "job": job, "rank": rank}) + "\n")
+            for (name, iteration, bucket), by_rank in sorted(ops.items()):
+                if name == job:
+                    launch, _, done = by_rank[rank]
+                    f.write(json.dumps({"type": "op", "iteration": iteration, "bucket": bucket, "launch": launch,
+                                        "last_byte": done - 0.01, "done": done}) + "\n")
+    return run, ops
+
+
+def test_a_run_the_twin_made_agrees_with_its_replay_and_a_late_rank_is_a_stall(recorded, tmp_path):
+    run, ops = recorded
+    out = tmp_path / "timeline.json"
+    assert op_timeline.main([str(run), "--out", str(out)]) == 0
+    result = json.load(open(out))
+    assert len(result["operations"]) == len(ops) > 0
+    for row in result["operations"]:
+        assert row["emulation_s"] == pytest.approx(row["twin_s"]) and not row["stall"]
+    assert all(j["stalls"] == 0 and j["excess_s"] == pytest.approx(0.0) for j in result["jobs"])
+    # One rank of one operation done 2 s late: one stall, 2 s longer than the twin.
+    log = run / "workers" / sorted(os.listdir(run / "workers"))[0]
+    lines = [json.loads(x) for x in open(log)]
+    lines[1]["done"] += 2.0
+    with open(log, "w") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in lines))
+    assert op_timeline.main([str(run), "--out", str(out)]) == 0
+    job = json.load(open(out))["jobs"][0]
+    assert job["stalls"] == 1 and job["stall_excess_s"] == pytest.approx(2.0, abs=1e-6)
+
+
+def test_bad_input_is_one_line_and_exit_2(recorded, tmp_path, capsys):
+    run, _ = recorded
+    assert op_timeline.main([str(tmp_path / "nowhere")]) == 2
+    assert op_timeline.main([str(run), "--stall", "0"]) == 2
+    assert op_timeline.main([str(run), "--job", "no-such-job"]) == 2
+    summary = json.load(open(run / "summary.json"))
+    summary["config"]["engine"] = "fluid"
+    json.dump(summary, open(run / "summary.json", "w"))
+    assert op_timeline.main([str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 4 and all(line.startswith("op_timeline.py: ") for line in err)
