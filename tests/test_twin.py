@@ -449,3 +449,32 @@ def test_a_step_waits_behind_what_its_fifo_holds_ahead_of_it(ring_model):
     assert small_op_time(0.0) == pytest.approx(2 * shared, rel=1e-9)
     assert small_op_time(0.5) == pytest.approx(2 * (shared + 0.5 * 0.012), rel=1e-9)
     assert small_op_time(1.0) == pytest.approx(2 * (shared + 0.012), rel=1e-9)
+
+
+@pytest.mark.parametrize("step_latency", [0.002, 0.004])
+def test_a_step_waits_behind_a_lower_class_that_had_its_gap(step_latency):
+    """``priority_hol_packets``: job 0 (class 7) and job 1 (class 1) share every link at 10 Mbit/s. Between job
+    0's ring steps (``step_latency`` apart) job 1 takes the links; each of job 0's steps after its first waits that
+    gap, at most 2.5 packet times (2.5 x 1.2 ms = 3 ms)."""
+    from twin.engine import FluidSim
+    a, b = _two_jobs_on_the_same_hosts_links()
+    view = LAYOUT.view()
+
+    def op_time(job, params):
+        r = FluidSim(Network(LAYOUT, view), [a, b], _Fixed(view, [a, b]), params, ring_model="steps").run()
+        assert r.completed
+        return {j: t for j, ops in r.op_times.items() for _it, _b, t in ops}[job]
+
+    base = IDEAL.with_(step_latency_s=step_latency)
+    hol = base.with_(priority_hol_packets=2.5)
+    steps = ring_steps(4)
+    # The first step starts with both jobs: no lower class had the links before it.
+    wait = min(step_latency, 2.5 * 1500 * 8 / (10 * MBIT))
+    assert op_time(0, hol) - op_time(0, base) == pytest.approx((steps - 1) * wait, rel=1e-6)
+    # Job 1 has no lower class below it: it only gets the links later, by the time job 0 waited.
+    assert op_time(1, hol) >= op_time(1, base) - 1e-9
+    # Alone in its class, job 0 meets no lower class.
+    alone = [job(0, 400_000, hosts=[HOSTS[0], HOSTS[4], HOSTS[8], HOSTS[12]])]
+    r0 = FluidSim(Network(LAYOUT, view), alone, _Fixed(view, alone), base, ring_model="steps").run()
+    r1 = FluidSim(Network(LAYOUT, view), alone, _Fixed(view, alone), hol, ring_model="steps").run()
+    assert r1.sim_time_s == pytest.approx(r0.sim_time_s, rel=1e-12)

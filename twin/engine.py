@@ -221,6 +221,14 @@ class FluidSim:
         self.sending_since = np.zeros(n)
         self.overflow_now = np.zeros(n, dtype=bool)
         self.xfer_overflow = np.zeros(n, dtype=bool)
+        # priority_hol_packets: whether a lower class had a link of the entity's path when its step started, the
+        # longest packet time of those links, and how long the connection was idle before the step (its gap).
+        self.xfer_hol = np.zeros(n, dtype=bool)
+        self.hol_packet_s = np.zeros(n)
+        self.idle_since = np.full(n, -np.inf)
+        self.step_gap = np.zeros(n)
+        self.packet_s = MTU_BYTES * 8.0 / network.capacity
+        self.lowest_busy = np.full(network.links, 8, dtype=np.int64)
         self.total = np.zeros(n)
         self.t_acc = np.zeros(n)
         self.marks = np.zeros(n, dtype=np.int64)
@@ -384,6 +392,8 @@ class FluidSim:
                 self._mark_queueing(idx, rates)
             if self.p.job_fifo_order > 0:
                 self._serve_in_launch_order(idx, rates)
+            if self.p.priority_hol_packets > 0:
+                self._mark_lower_class(idx, rates)
             break
         with np.errstate(divide="ignore"):
             self.finish = np.where(self.rate > 0, self.now + self.rem / np.where(self.rate > 0, self.rate, 1.0),
@@ -444,6 +454,35 @@ class FluidSim:
             over[rows[saturated[links] & (flows_here[key] > self.fifo_flows[links])]] = True
             self.xfer_overflow[idx[over]] = True
             self.overflow_now[idx] = over
+
+    def _mark_lower_class(self, idx: np.ndarray, rates: np.ndarray) -> None:
+        """Per link, the lowest class that takes more than its floor there: it fills the gaps the higher classes
+        leave (``priority_hol_packets``; ``_meet_lower_class``)."""
+        routes = self.routes[idx]
+        rows, cols = np.nonzero(routes >= 0)
+        links = routes[rows, cols]
+        n_links = self.net.links
+        key = self.cls[idx][rows] * n_links + links
+        class_rate = np.bincount(key, weights=rates[rows] * 8.0, minlength=8 * n_links).reshape(8, n_links)
+        busy = class_rate > self.class_floor * self.net.capacity * 1.01 + 1e-9      # [class, link]
+        self.lowest_busy = np.where(busy.any(axis=0), busy.argmax(axis=0), 8)
+
+    def _meet_lower_class(self, e: int) -> None:
+        """Entity e starts a step (a pipelined ring: its operation): if a lower class had a link of its path during
+        the gap before it, the step waits behind what that port took (``priority_hol_packets``)."""
+        links = self.routes[e][self.routes[e] >= 0]
+        hit = links[self.lowest_busy[links] < self.cls[e]]
+        self.xfer_hol[e] = bool(hit.size)
+        self.hol_packet_s[e] = float(self.packet_s[hit].max()) if hit.size else 0.0
+
+    def _hol_delay(self, e: int, steps: int) -> float:
+        """``priority_hol_packets`` for ``steps`` ring steps of entity e that met a lower class: each waits the gap
+        before it, at most that many packet times (a pipelined ring's steps: the step latency)."""
+        if self.p.priority_hol_packets <= 0 or not self.xfer_hol[e]:
+            return 0.0
+        self.xfer_hol[e] = False
+        gap = self.p.step_latency_s if self.pipelined else self.step_gap[e]
+        return steps * min(gap, self.p.priority_hol_packets * self.hol_packet_s[e])
 
     def _mark_backlog(self, idx: np.ndarray, rows: np.ndarray, links: np.ndarray, saturated: np.ndarray,
                       key: np.ndarray) -> None:
@@ -594,6 +633,9 @@ class FluidSim:
         self.t_ref[c] = self.now
         self.xfer_op[c] = op
         self.xfer_queued[c] = self.xfer_overflow[c] = False
+        self.step_gap[c] = self.now - self.idle_since[c]
+        if self.p.priority_hol_packets > 0:
+            self._meet_lower_class(c)
         self._reset_backlog(c)
         self.backoff[c] = 0
         self.starved_since[c] = np.nan
@@ -609,6 +651,8 @@ class FluidSim:
         self.xfer_op[e] = op
         self.xfer_queued[e] = self.queued_now[e] = self.overflow_now[e] = False
         self.fluid_time[e] = self.queued_time[e] = self.overflow_time[e] = 0.0
+        if self.p.priority_hol_packets > 0:
+            self._meet_lower_class(e)
         self._reset_backlog(e)
         self.marks[e] = 0
         self.backoff[e] = 0
@@ -652,6 +696,7 @@ class FluidSim:
             delay += op.steps * self.p.queue_delay_s * self.queued_time[e] / self.fluid_time[e]
         delay += self._backlog_delay(e, op.steps)
         delay += self._overflow_delay(e, op.steps)
+        delay += self._hol_delay(e, op.steps)
         delay += self._starved_tail(e)
         if delay > 0:
             self._push(self.now + delay, _EV_STEP_DONE, (op, -1))
@@ -714,6 +759,7 @@ class FluidSim:
         delay = self.p.queue_delay_s if self.xfer_queued[c] else 0.0
         delay += self._backlog_delay(c, 1)
         delay += self._overflow_delay(c, 1)
+        delay += self._hol_delay(c, 1)
         delay += self._starved_tail(c)
         r = self.conn_meta[c][1]
         if delay > 0:
@@ -724,6 +770,8 @@ class FluidSim:
     def _step_done(self, op: Op, r: int) -> None:
         n = op.workers
         s = op.sent[r]
+        # The connection is idle from here (its step's own waits, charged above, are not a gap).
+        self.idle_since[self.conn_index[(op.job.index, r, op.bucket)]] = self.now
         op.sent[r] = s + 1
         op.sending[r] = False
         op.bytes_sent[r] += op.chunks[step_chunk(r, s, n)] + HEADER_BYTES
