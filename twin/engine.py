@@ -380,6 +380,7 @@ class FluidSim:
         while True:
             self.rate[:] = 0.0
             if not idx.size:
+                self.lowest_busy[:] = 8     # nothing sends: no lower class has any link
                 break
             rates = allocate(self.routes[idx], self.cls[idx], self.net.capacity, self.class_mode,
                              self.class_floor) / 8.0
