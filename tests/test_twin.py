@@ -478,3 +478,25 @@ def test_a_step_waits_behind_a_lower_class_that_had_its_gap(step_latency):
     r0 = FluidSim(Network(LAYOUT, view), alone, _Fixed(view, alone), base, ring_model="steps").run()
     r1 = FluidSim(Network(LAYOUT, view), alone, _Fixed(view, alone), hol, ring_model="steps").run()
     assert r1.sim_time_s == pytest.approx(r0.sim_time_s, rel=1e-12)
+
+
+def test_no_wait_behind_a_lower_class_that_is_gone():
+    """``priority_hol_packets``: job 1 (class 1) finishes its operation before job 0 (class 7) launches, after
+    0.5 s of compute; nothing sends in between, so job 0's steps meet no lower class and wait for nothing."""
+    from twin.engine import FluidSim
+    hosts_a = [HOSTS[0], HOSTS[4], HOSTS[8], HOSTS[12]]
+    hosts_b = [HOSTS[1], HOSTS[5], HOSTS[9], HOSTS[13]]
+    a = job(0, 400_000, hosts=hosts_a, backward=0.5)
+    b = job(1, 40_000, hosts=hosts_b)
+    view = LAYOUT.view()
+
+    def run(params):
+        r = FluidSim(Network(LAYOUT, view), [a, b], _Fixed(view, [a, b]), params, ring_model="steps").run()
+        assert r.completed
+        return r
+
+    base = IDEAL.with_(step_latency_s=0.004)
+    without, with_hol = run(base), run(base.with_(priority_hol_packets=2.5))
+    assert max(t for _i, _b, t in without.op_times[1]) < 0.5        # job 1 is done before job 0 launches
+    assert [t for _i, _b, t in with_hol.op_times[0]] == pytest.approx([t for _i, _b, t in without.op_times[0]],
+                                                                       rel=1e-12)
