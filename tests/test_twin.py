@@ -498,5 +498,5 @@ def test_no_wait_behind_a_lower_class_that_is_gone():
     base = IDEAL.with_(step_latency_s=0.004)
     without, with_hol = run(base), run(base.with_(priority_hol_packets=2.5))
     assert max(t for _i, _b, t in without.op_times[1]) < 0.5        # job 1 is done before job 0 launches
-    assert [t for _i, _b, t in with_hol.op_times[0]] == pytest.approx([t for _i, _b, t in without.op_times[0]],
-                                                                       rel=1e-12)
+    times = [t for _i, _b, t in without.op_times[0]]
+    assert [t for _i, _b, t in with_hol.op_times[0]] == pytest.approx(times, rel=1e-12)
