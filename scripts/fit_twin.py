@@ -78,12 +78,8 @@ def ecmp_runs(folders):
 
 def replay(summary, params, ring_model="auto"):
     """The twin's per-job utilisation and its retransmission timeouts for one recorded run under ``params``."""
-    cfg = summary.config
-    resolved = twin.prepare_recorded(cfg)
-    jobs = resolved["jobs"]
-    r = twin.simulate(resolved["layout"], jobs, "ecmp", {}, params, cfg.get("class_mode", "strict"),
-                      float(cfg.get("class_floor", 0.01)), int(summary.seed or 1), ring_model=ring_model,
-                      **twin.fifo_settings(cfg), seed=int(summary.seed or 1))
+    jobs, r = twin.replay_recorded(summary.config, params, scheduler="ecmp", seed=int(summary.seed or 1),
+                                   ring_model=ring_model)
     return {j["name"]: j["gpu_utilization"] for j in twin.summarize(jobs, r)["jobs"]}, sum(r.timeouts.values())
 
 

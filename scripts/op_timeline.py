@@ -73,12 +73,7 @@ def emulation_ops(run_dir: str) -> Times:
 def twin_ops(config: Mapping, model: str = "calibrated") -> Tuple[Times, Dict[str, float]]:
     """The twin's replay of a recorded run: every rank's (launch, nan, done), and each job's GPU utilisation."""
     import twin
-    resolved = twin.prepare_recorded(config)
-    jobs = resolved["jobs"]
-    seed = int(config.get("seed") or 1)
-    result = twin.simulate(resolved["layout"], jobs, config["scheduler"], config.get("scheduler_params") or {},
-                           model, config.get("class_mode", "strict"), float(config.get("class_floor", 0.01)),
-                           seed, **twin.fifo_settings(config), seed=seed, trace_ops=True)
+    jobs, result = twin.replay_recorded(config, model, trace_ops=True)
     names = {j.index: j.name for j in jobs}
     ops: Times = {}
     for (job, iteration, bucket), ranks in result.op_trace.items():

@@ -87,6 +87,20 @@ def simulate(layout: FabricLayout, jobs: Sequence[JobSpec], scheduler: str = "ec
     return result
 
 
+def replay_recorded(config: Mapping[str, Any], model: Union[str, ModelParams, Mapping[str, Any], None],
+                    scheduler: Optional[str] = None, seed: Optional[int] = None, **options: Any):
+    """Run the twin on a recorded run (summary.json's ``config``, either engine's): its jobs as placed, its
+    scheduler (or ``scheduler``, then without the run's parameters), classes, FIFOs and seed (or ``seed``), under
+    ``model``; ``options`` go to simulate(). Returns (jobs, RunResult)."""
+    resolved = prepare_recorded(config)
+    seed = int(config.get("seed") or 1) if seed is None else seed
+    params = (config.get("scheduler_params") or {}) if scheduler is None else {}
+    result = simulate(resolved["layout"], resolved["jobs"], scheduler or config["scheduler"], params, model,
+                      config.get("class_mode", "strict"), float(config.get("class_floor", 0.01)), seed,
+                      **fifo_settings(config), seed=seed, **options)
+    return resolved["jobs"], result
+
+
 def fifo_settings(config: Mapping[str, Any]) -> Dict[str, Any]:
     """``queue_ms`` and ``lossless`` of simulate() as a run's config (either engine's) records them."""
     return {"queue_ms": float(config.get("queue_ms") or DEFAULT_QUEUE_MS),

@@ -459,11 +459,8 @@ class FluidSim:
     def _mark_lower_class(self, idx: np.ndarray, rates: np.ndarray) -> None:
         """Per link, the lowest class that takes more than its floor there: it fills the gaps the higher classes
         leave (``priority_hol_packets``; ``_meet_lower_class``)."""
-        routes = self.routes[idx]
-        rows, cols = np.nonzero(routes >= 0)
-        links = routes[rows, cols]
+        rows, _links, _saturated, key = self._class_links(idx, rates)
         n_links = self.net.links
-        key = self.cls[idx][rows] * n_links + links
         class_rate = np.bincount(key, weights=rates[rows] * 8.0, minlength=8 * n_links).reshape(8, n_links)
         busy = class_rate > self.class_floor * self.net.capacity * 1.01 + 1e-9      # [class, link]
         self.lowest_busy = np.where(busy.any(axis=0), busy.argmax(axis=0), 8)
