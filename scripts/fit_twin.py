@@ -8,8 +8,9 @@ the emulator, not about a policy, and the twin's agreement on the other policies
 folder's config.json (or the copy in summary.json) gives the scenario, the fabric and the seed; the twin replays
 the run on the switches' own ECMP paths (Open vSwitch's hash, twin/network.py). ``goodput`` (0.956, measured by
 scripts/bench_fabric.py), ``rto_s`` (Linux's minimum retransmission timeout, 0.2 s) and ``priority_hol_packets``
-(2.5, measured by scripts/bench_priority_share.py; it has no effect under ECMP, whose flows share one class) are
-physical and not fitted. The other terms are fitted in three stages, each on the runs and the observable that carry it:
+(2.5, with ``priority_hol_min_packets`` 0.7 and ``priority_hol_floor_packets`` 0.2, measured by
+scripts/bench_priority_share.py; they have no effect under ECMP, whose flows share one class) are physical and not
+fitted. The other terms are fitted in three stages, each on the runs and the observable that carry it:
 
 1. ``step_latency_s`` on the runs of one job alone (``scripts/bounds.py --engine emulation --schedulers ecmp
    --keep DIR``), against the per-job GPU utilisation: nothing else is on the links, so neither queueing behind
@@ -83,7 +84,8 @@ def replay(summary, params, ring_model="auto"):
     return {j["name"]: j["gpu_utilization"] for j in twin.summarize(jobs, r)["jobs"]}, sum(r.timeouts.values())
 
 
-FIXED = {name: DEFAULT_CALIBRATION[name] for name in ("goodput", "rto_s", "rto_backoff", "priority_hol_packets")}
+FIXED = {name: DEFAULT_CALIBRATION[name] for name in ("goodput", "rto_s", "rto_backoff", "priority_hol_packets",
+                                                     "priority_hol_min_packets", "priority_hol_floor_packets")}
 _RUNS = {}
 
 

@@ -471,10 +471,15 @@ def test_a_step_waits_behind_a_lower_class_that_had_its_gap(step_latency):
     # The first step starts with both jobs: no lower class had the links before it.
     wait = min(step_latency, 2.5 * 1500 * 8 / (10 * MBIT))
     assert op_time(0, hol) - op_time(0, base) == pytest.approx((steps - 1) * wait, rel=1e-6)
-    # A gap under priority_hol_min_packets (3 packet times: 3.6 ms) is too short for the lower class.
+    # A gap under priority_hol_min_packets (3 packet times: 3.6 ms) is too short for the lower class: no wait, or
+    # priority_hol_floor_packets (0.2 packet times: 0.24 ms) with a floor.
+    packet = 1500 * 8 / (10 * MBIT)
     short = hol.with_(priority_hol_min_packets=3.0)
     assert op_time(0, short) - op_time(0, base) == pytest.approx((steps - 1) * wait if step_latency > 0.0036 else 0.0,
                                                                  rel=1e-6, abs=1e-12)
+    floor = short.with_(priority_hol_floor_packets=0.2)
+    assert op_time(0, floor) - op_time(0, base) == pytest.approx(
+        (steps - 1) * (wait if step_latency > 0.0036 else 0.2 * packet), rel=1e-6)
     # Job 1 has no lower class below it: it only gets the links later, by the time job 0 waited.
     assert op_time(1, hol) >= op_time(1, base) - 1e-9
     # Alone in its class, job 0 meets no lower class.

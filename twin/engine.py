@@ -481,7 +481,8 @@ class FluidSim:
         self.xfer_hol[e] = False
         gap = self.p.step_latency_s if self.pipelined else self.step_gap[e]
         if gap < self.p.priority_hol_min_packets * self.hol_packet_s[e]:
-            return 0.0      # too short for the lower class to get a packet in (priority_hol_min_packets)
+            # Too short for the lower class to get past its floor (priority_hol_min_packets).
+            return steps * self.p.priority_hol_floor_packets * self.hol_packet_s[e]
         return steps * min(gap, self.p.priority_hol_packets * self.hol_packet_s[e])
 
     def _mark_backlog(self, idx: np.ndarray, rows: np.ndarray, links: np.ndarray, saturated: np.ndarray,

@@ -38,9 +38,12 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     flows), about the pause after a shorter one (1.8 ms after 2 ms at 5 Mbit/s), 0.2 packet times
                     when the pause is too short for the lower class to get past its floor. In the pipelined ring
                     model the gap is ``step_latency_s``. 0: off.
-``priority_hol_min_packets`` no wait after a gap shorter than this many packet times: the benchmark held the
-                    lower class to its floor after pauses under about 0.6-0.8 packet times. Not calibrated: tried
-                    against the suite at 0.75 (docs/twin.md). 0: every gap counts.
+``priority_hol_min_packets`` after a gap shorter than this many packet times a step waits only
+                    ``priority_hol_floor_packets``: the benchmark held the lower class to its floor after pauses
+                    under about 0.6-0.8 packet times. 0: every gap counts in full.
+``priority_hol_floor_packets`` the wait after a gap too short for the lower class (under
+                    ``priority_hol_min_packets``): the benchmark measured 0.19-0.21 packet times there (the lower
+                    class's floor still puts a packet in the port now and then), at 2.5 and 5 Mbit/s.
 ``rto_s``           retransmission timeouts: a flow held below ``starve_share`` of its host link for ``rto_s``
                     times out. With ``rto_backoff`` 1 it loses its window and only sends again when its timer
                     fires, at rto_s, 2 rto_s, 4 rto_s ... after it was starved (exponential backoff), even if
@@ -68,10 +71,11 @@ controller collects events before deciding once for all of them (it handles even
 
 ``IDEAL`` has every artefact off. ``calibrated()`` reads the fitted terms from ``twin/calibrated.json``, which
 ``scripts/fit_twin.py`` writes from finished ECMP emulation runs only (so that any agreement on the other
-policies is a prediction, not a fit); the measured terms (``goodput``, ``rto_s``, ``priority_hol_packets``) come
-from benchmarks. ``physical()`` keeps those and turns the fitted delays off (``step_latency_s``, ``queue_delay_s``,
-``queue_backlog``, ``overflow_timeouts``, ``class_change_s``): the optimistic end of the calibrated model, which
-scripts/bounds.py uses so that a bound is not lowered by a fitted delay.
+policies is a prediction, not a fit); the measured terms (``goodput``, ``rto_s``, ``priority_hol_packets`` and
+its short-gap rule) come from benchmarks. ``physical()`` keeps those and turns the fitted delays off
+(``step_latency_s``, ``queue_delay_s``, ``queue_backlog``, ``overflow_timeouts``, ``class_change_s``): the
+optimistic end of the calibrated model, which scripts/bounds.py uses so that a bound is not lowered by a fitted
+delay.
 """
 from __future__ import annotations
 
@@ -97,6 +101,7 @@ class ModelParams:
     job_fifo_order: float = 0.0
     priority_hol_packets: float = 0.0
     priority_hol_min_packets: float = 0.0
+    priority_hol_floor_packets: float = 0.0
     rto_s: float = 0.0
     starve_share: float = 0.02
     rto_backoff: float = 1.0
@@ -135,10 +140,11 @@ class ModelParams:
 
 IDEAL = ModelParams()
 
-#: The calibrated model's measured terms (goodput, rto_s, rto_backoff, priority_hol_packets), and its fitted ones
+#: The calibrated model's measured terms (goodput, rto_s, rto_backoff, priority_hol_*), and its fitted ones
 #: until a fit is written (the prototype's values).
 DEFAULT_CALIBRATION = {"goodput": 0.956, "step_latency_s": 0.004, "queue_delay_s": 0.030, "rto_s": 0.2,
-                       "rto_backoff": 1.0, "priority_hol_packets": 2.5}
+                       "rto_backoff": 1.0, "priority_hol_packets": 2.5, "priority_hol_min_packets": 0.7,
+                       "priority_hol_floor_packets": 0.2}
 
 
 def calibrated(path: str = CALIBRATED_FILE) -> ModelParams:
