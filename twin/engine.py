@@ -245,11 +245,6 @@ class FluidSim:
         self.starved_fifo = np.ones(n, dtype=np.int64)  # flows in its class FIFO when its starvation began
         self.starvations: Dict[int, int] = {}           # starvations of rto_s or more, by that number of flows
         self.backoff = np.zeros(n, dtype=np.int64)
-        # rto_rttvar: each entity's RTT variance (Linux's rttvar, what its timer adds to the smoothed RTT), raised by
-        # a starvation and decaying while it sends, from rttvar_mark (NaN: not sending, no round trips to count).
-        self.rttvar = np.zeros(n)
-        self.rttvar_mark = np.full(n, np.nan)
-        self.fifo_delay = self.fifo_bytes * 8.0 / network.capacity
         self.dirty = False
         self.ops: Dict[Tuple[int, int, int], Op] = {}
         self.op_times: Dict[int, List[Tuple[int, int, float]]] = {j.index: [] for j in self.jobs}
@@ -537,37 +532,7 @@ class FluidSim:
             share = float(self.xfer_overflow[e])
             self.xfer_overflow[e] = False
         self._count_timeouts(e, steps * share * self.p.overflow_timeouts)
-        return steps * share * self.p.overflow_timeouts * self._timer(e)
-
-    def _timer(self, e: int) -> float:
-        """Entity e's retransmission timer: ``rto_s``, or with ``rto_rttvar`` at least its RTT variance (Linux:
-        the smoothed RTT plus the larger of the variance and 200 ms; the smoothed RTT is left out)."""
-        if self.p.rto_rttvar <= 0:
-            return self.p.rto_s
-        self._decay_rttvar(e)
-        return max(self.p.rto_s, float(self.rttvar[e]))
-
-    def _sample_starvation(self, e: int, starved: float) -> None:
-        """``rto_rttvar``: a packet that waited through a starvation of ``starved`` seconds is an RTT sample that
-        far above the smoothed RTT, which Linux's estimator adds to the variance at once."""
-        if self.p.rto_rttvar > 0:
-            self.rttvar[e] = max(float(self.rttvar[e]), self.p.rto_rttvar * starved)
-            self.rttvar_mark[e] = self.now
-
-    def _decay_rttvar(self, e: int, stop: bool = False) -> None:
-        """Linux lowers the variance by a quarter of its excess over 200 ms once per round trip in which data
-        was acknowledged: per round trip of the FIFOs on e's path (their length at the link's rate) that e spent
-        sending since its mark. ``stop``: e stops sending (starved, or its step ended)."""
-        mark = self.rttvar_mark[e]
-        if math.isnan(mark):
-            return
-        if self.rttvar[e] > self.p.rto_s:
-            links = self.routes[e][self.routes[e] >= 0]
-            rtt = float(self.fifo_delay[links].max()) if links.size else 0.0
-            if rtt > 0:
-                excess = (self.rttvar[e] - self.p.rto_s) * 0.75 ** ((self.now - mark) / rtt)
-                self.rttvar[e] = self.p.rto_s + excess
-        self.rttvar_mark[e] = np.nan if stop else self.now
+        return steps * share * self.p.overflow_timeouts * self.p.rto_s
 
     def _check_starvation(self, idx: np.ndarray, rates: np.ndarray) -> bool:
         """Start or end every flow's starvation; one that ends after ``rto_s`` or more waits for its timer.
@@ -579,9 +544,6 @@ class FluidSim:
         self.starved_since[idx[begin]] = self.now
         if begin.any():
             self.starved_fifo[idx[begin]] = self._fifo_flows(idx, rates)[begin]
-            if self.p.rto_rttvar > 0:
-                for c in idx[begin]:
-                    self._decay_rttvar(int(c), stop=True)
         ended = ~starving & ~np.isnan(since)
         slept = False
         for c in idx[ended]:
@@ -628,12 +590,10 @@ class FluidSim:
             return False
         starved = self.now - since
         self._count_starvation(c, starved)
-        timer = self._timer(c)
-        self._sample_starvation(c, starved)
         if not self._backs_off(c):
             self._adaptive_timeout(c, starved)
             return False
-        base = timer * (2 ** int(self.backoff[c]))
+        base = self.p.rto_s * (2 ** int(self.backoff[c]))
         if starved < base:
             return False
         # Timers fire at since + base (2^k - 1); the flow resumes at the first one at or after now.
@@ -680,7 +640,6 @@ class FluidSim:
         self._reset_backlog(c)
         self.backoff[c] = 0
         self.starved_since[c] = np.nan
-        self.rttvar_mark[c] = self.now
         self.dirty = True
 
     def _start_ring(self, op: Op) -> None:
@@ -699,7 +658,6 @@ class FluidSim:
         self.marks[e] = 0
         self.backoff[e] = 0
         self.starved_since[e] = np.nan
-        self.rttvar_mark[e] = self.now
         self.dirty = True
 
     def _rank_bytes(self, op: Op) -> List[int]:
@@ -759,8 +717,6 @@ class FluidSim:
 
     def _retire(self, e: int) -> None:
         """Entity e has sent its last byte: it leaves the rate allocation."""
-        if self.p.rto_rttvar > 0:
-            self._decay_rttvar(e, stop=True)
         self.active[e] = False
         self.rate[e] = 0.0
         self.rem[e] = 0.0
@@ -781,11 +737,10 @@ class FluidSim:
         bytes."""
         if self.p.rto_s <= 0 or math.isnan(self.starved_since[c]):
             return 0.0
-        since, base = self.starved_since[c], self._timer(c) * (2 ** int(self.backoff[c]))
+        since, base = self.starved_since[c], self.p.rto_s * (2 ** int(self.backoff[c]))
         self.starved_since[c] = np.nan
         starved = self.now - since
         self._count_starvation(c, starved)
-        self._sample_starvation(c, starved)
         if not self._backs_off(c):
             self._adaptive_timeout(c, starved)
             return 0.0
