@@ -287,7 +287,8 @@ def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
                       "u_other": float(theirs["u_mean"]), "other_min": float(theirs["u_min"]),
                       "other_max": float(theirs["u_max"]), "difference": float(theirs["u_mean"]) - r["u_mean"],
                       "runs": r["runs"], "job_differences": job_diffs, "worst_job": worst,
-                      "worst_job_difference": job_diffs[worst] if worst else None})
+                      "worst_job_difference": job_diffs[worst] if worst else None,
+                      "jobs": {job: (u, their_jobs[job]) for job, u in mine_jobs.items() if job in their_jobs}})
     lines = [f"Mean cluster GPU utilisation here ({out}) and in {other_dir} (with its min-max over seeds); "
              f"difference = other - here; worst job: the job whose mean differs most.", "",
              "| scenario | variant | runs here | here | other [min, max] | difference | worst job | job diff. |",
@@ -325,7 +326,45 @@ def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
               f"{d['other_b']:.3f}" for d in discordant]
     with open(os.path.join(out, "compare.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
+    compare_plot(out, pairs, other_dir)
     return pairs
+
+
+def compare_plot(out: str, pairs: List[dict], other_dir: str) -> None:
+    """<out>/compare.png: the other folder's mean utilisation against this one's, per scenario and variant
+    (cluster, with the ±CLUSTER_BAND band) and per job (±JOB_BAND), one colour per variant; the points outside
+    their band are named."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    variants = list(dict.fromkeys(p["variant"] for p in pairs))
+    colours = {v: plt.get_cmap("tab10")(i % 10) for i, v in enumerate(variants)}
+    fig, axes = plt.subplots(1, 2, figsize=(12, 6))
+    panels = [("cluster", CLUSTER_BAND, [(p, p["scenario"], p["u"], p["u_other"]) for p in pairs]),
+              ("every job", JOB_BAND, [(p, f"{p['scenario']} {job}", u, o)
+                                       for p in pairs for job, (u, o) in p["jobs"].items()])]
+    for ax, (title, band, points) in zip(axes, panels):
+        values = [v for _p, _n, u, o in points for v in (u, o)] or [0.0, 1.0]
+        lo, hi = max(0.0, min(values) - 0.05), min(1.0, max(values) + 0.05)
+        ax.plot([lo, hi], [lo, hi], color="black", linewidth=0.8)
+        ax.fill_between([lo, hi], [lo - band, hi - band], [lo + band, hi + band], color="grey", alpha=0.2,
+                        label=f"±{band}")
+        for variant in variants:
+            mine = [(u, o) for p, _n, u, o in points if p["variant"] == variant]
+            ax.scatter([u for u, _o in mine], [o for _u, o in mine], s=14, color=colours[variant], label=variant)
+        outside = [(n, p["variant"], u, o) for p, n, u, o in points if abs(o - u) > band]
+        for name, variant, u, o in outside:
+            ax.annotate(f"{name} ({variant})", (u, o), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_aspect("equal")
+        ax.set_xlabel(f"GPU utilisation, {os.path.basename(os.path.normpath(out))}")
+        ax.set_ylabel(f"GPU utilisation, {os.path.basename(os.path.normpath(other_dir))}")
+        ax.set_title(f"{title}: {len(points) - len(outside)} of {len(points)} within ±{band}")
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "compare.png"), dpi=150)
+    plt.close(fig)
 
 
 def discordant_pairs(pairs, margin=None) -> list:
@@ -354,7 +393,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, help="suite folder (one sweep folder per scenario and variant)")
     p.add_argument("--collect-only", action="store_true", help="only rebuild the tables and figure")
     p.add_argument("--compare", metavar="DIR", help="another suite folder (e.g. the other engine's): write "
-                                                    "<out>/compare.md with both utilisations and rankings")
+                                                    "<out>/compare.md with both utilisations and rankings, "
+                                                    "and <out>/compare.png")
     p.add_argument("--dry-run", action="store_true", help="print the runner commands, run nothing")
     args = p.parse_args(argv)
     known = scenario_names()

@@ -149,6 +149,7 @@ def test_compare_names_the_job_furthest_off_and_counts_agreement(tmp_path):
     assert pairs["solo"]["worst_job"] == "a" and pairs["solo"]["worst_job_difference"] == pytest.approx(-0.08)
     table = (here / "compare.md").read_text()
     assert "| ecmp | 1/2 | 0/2 | 0.020 | 0.070 |" in table
+    assert (here / "compare.png").stat().st_size > 0
 
 
 def test_compare_lists_the_pairs_the_other_engine_orders_the_other_way(tmp_path):
