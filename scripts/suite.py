@@ -288,16 +288,19 @@ def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
                       "other_max": float(theirs["u_max"]), "difference": float(theirs["u_mean"]) - r["u_mean"],
                       "runs": r["runs"], "job_differences": job_diffs, "worst_job": worst,
                       "worst_job_difference": job_diffs[worst] if worst else None,
-                      "jobs": {job: (u, their_jobs[job]) for job, u in mine_jobs.items() if job in their_jobs}})
+                      "jobs": {job: (u, their_jobs[job]) for job, u in mine_jobs.items() if job in their_jobs},
+                      "timeouts": r.get("timeouts_per_run"), "timeouts_other": _number(theirs.get("timeouts_per_run"))})
     lines = [f"Mean cluster GPU utilisation here ({out}) and in {other_dir} (with its min-max over seeds); "
              f"difference = other - here; worst job: the job whose mean differs most.", "",
-             "| scenario | variant | runs here | here | other [min, max] | difference | worst job | job diff. |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| scenario | variant | runs here | here | other [min, max] | difference | worst job | job diff. | "
+             "TCP timeouts per run, here / other |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for p in pairs:
         job_cell = f"{p['worst_job_difference']:+.3f}" if p["worst_job"] else ""
+        timeouts = " / ".join("" if t is None else f"{t:.0f}" for t in (p["timeouts"], p["timeouts_other"]))
         lines.append(f"| {p['scenario']} | {p['variant']} | {p['runs']} | {p['u']:.3f} | {p['u_other']:.3f} "
                      f"[{p['other_min']:.3f}, {p['other_max']:.3f}] | {p['difference']:+.3f} | "
-                     f"{p['worst_job'] or ''} | {job_cell} |")
+                     f"{p['worst_job'] or ''} | {job_cell} | {timeouts} |")
     lines += ["", f"Agreement per variant: scenarios with the cluster within ±{CLUSTER_BAND} and with every job "
               f"within ±{JOB_BAND}, and the mean absolute difference over the scenarios (cluster, worst job).", "",
               "| variant | cluster within | every job within | mean abs. cluster | mean abs. worst job | outside |",
@@ -328,6 +331,13 @@ def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
         f.write("\n".join(lines) + "\n")
     compare_plot(out, pairs, other_dir)
     return pairs
+
+
+def _number(text) -> Optional[float]:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
 
 
 def compare_plot(out: str, pairs: List[dict], other_dir: str) -> None:
