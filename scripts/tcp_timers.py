@@ -48,6 +48,12 @@ class BadInput(Exception):
     pass
 
 
+class _Stopped(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
 def parse_ss(text: str) -> List[Dict[str, float]]:
     """The connections of one ``ss -tinH`` output: ``rto_ms``, ``srtt_ms``, ``rttvar_ms``, ``unacked``,
     ``backoff`` and ``retrans`` (segments being retransmitted) where ss printed them, and ``peer``."""
@@ -188,14 +194,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     # The run's progress goes to stderr: this command's output is the JSON.
     run = subprocess.Popen([sys.executable, RUN_PY, *run_args], stdout=sys.stderr)
     samples: List[Tuple[float, Dict[str, float]]] = []
+
+    def stop(signum, _frame):
+        raise _Stopped(signum)
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         while run.poll() is None:
             t = time.time()
             for pid in worker_pids(args.job):
                 samples.extend((t, c) for c in sample(pid))
             time.sleep(max(0.0, args.interval - (time.time() - t)))
-    except KeyboardInterrupt:
-        run.send_signal(signal.SIGINT)      # the runner cleans up on SIGINT
+    except (KeyboardInterrupt, _Stopped) as e:
+        # The runner cleans up on SIGINT and SIGTERM. A Ctrl-C reached it too (same process group); a signal
+        # sent to this process alone is passed on.
+        signum = e.signum if isinstance(e, _Stopped) else signal.SIGINT
+        try:
+            run.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            run.send_signal(signum)
     code = run.wait()
     start = job_start(out, args.job) or (samples[0][0] if samples else 0.0)
     result = {"command": "scripts/tcp_timers.py " + " ".join(sys.argv[1:]),
