@@ -245,6 +245,11 @@ class FluidSim:
         self.starved_fifo = np.ones(n, dtype=np.int64)  # flows in its class FIFO when its starvation began
         self.starvations: Dict[int, int] = {}           # starvations of rto_s or more, by that number of flows
         self.backoff = np.zeros(n, dtype=np.int64)
+        # rto_rttvar: each entity's RTT variance (Linux's rttvar, what its timer adds to the smoothed RTT), raised by
+        # a starvation and decaying while it sends, from rttvar_mark (NaN: not sending, no round trips to count).
+        self.rttvar = np.zeros(n)
+        self.rttvar_mark = np.full(n, np.nan)
+        self.fifo_delay = self.fifo_bytes * 8.0 / network.capacity
         self.dirty = False
         self.ops: Dict[Tuple[int, int, int], Op] = {}
         self.op_times: Dict[int, List[Tuple[int, int, float]]] = {j.index: [] for j in self.jobs}
@@ -532,7 +537,37 @@ class FluidSim:
             share = float(self.xfer_overflow[e])
             self.xfer_overflow[e] = False
         self._count_timeouts(e, steps * share * self.p.overflow_timeouts)
-        return steps * share * self.p.overflow_timeouts * self.p.rto_s
+        return steps * share * self.p.overflow_timeouts * self._timer(e)
+
+    def _timer(self, e: int) -> float:
+        """Entity e's retransmission timer: ``rto_s``, or with ``rto_rttvar`` at least its RTT variance (Linux:
+        the smoothed RTT plus the larger of the variance and 200 ms; the smoothed RTT is left out)."""
+        if self.p.rto_rttvar <= 0:
+            return self.p.rto_s
+        self._decay_rttvar(e)
+        return max(self.p.rto_s, float(self.rttvar[e]))
+
+    def _sample_starvation(self, e: int, starved: float) -> None:
+        """``rto_rttvar``: a packet that waited through a starvation of ``starved`` seconds is an RTT sample that
+        far above the smoothed RTT, which Linux's estimator adds to the variance at once."""
+        if self.p.rto_rttvar > 0:
+            self.rttvar[e] = max(float(self.rttvar[e]), self.p.rto_rttvar * starved)
+            self.rttvar_mark[e] = self.now
+
+    def _decay_rttvar(self, e: int, stop: bool = False) -> None:
+        """Linux lowers the variance by a quarter of its excess over 200 ms once per round trip in which data
+        was acknowledged: per round trip of the FIFOs on e's path (their length at the link's rate) that e spent
+        sending since its mark. ``stop``: e stops sending (starved, or its step ended)."""
+        mark = self.rttvar_mark[e]
+        if math.isnan(mark):
+            return
+        if self.rttvar[e] > self.p.rto_s:
+            links = self.routes[e][self.routes[e] >= 0]
+            rtt = float(self.fifo_delay[links].max()) if links.size else 0.0
+            if rtt > 0:
+                excess = (self.rttvar[e] - self.p.rto_s) * 0.75 ** ((self.now - mark) / rtt)
+                self.rttvar[e] = self.p.rto_s + excess
+        self.rttvar_mark[e] = np.nan if stop else self.now
 
     def _check_starvation(self, idx: np.ndarray, rates: np.ndarray) -> bool:
         """Start or end every flow's starvation; one that ends after ``rto_s`` or more waits for its timer.
@@ -544,6 +579,9 @@ class FluidSim:
         self.starved_since[idx[begin]] = self.now
         if begin.any():
             self.starved_fifo[idx[begin]] = self._fifo_flows(idx, rates)[begin]
+            if self.p.rto_rttvar > 0:
+                for c in idx[begin]:
+                    self._decay_rttvar(int(c), stop=True)
         ended = ~starving & ~np.isnan(since)
         slept = False
         for c in idx[ended]:
@@ -574,11 +612,11 @@ class FluidSim:
         """Charge entity e's job ``per_connection`` timeouts for each connection the entity carries."""
         self.timeouts[int(self.ent_job[e])] += per_connection * len(self.ent_conns[e])
 
-    def _adaptive_timeout(self, c: int, starved: float) -> None:
-        """``rto_backoff`` off: a starvation of ``rto_s`` or more cost one timeout, at its onset, and nothing after
-        it: the flow went on at what its class was left (the floor), its RTO grew with the RTT it measured there,
-        and it sends again as soon as capacity is back."""
-        if starved >= self.p.rto_s:
+    def _adaptive_timeout(self, c: int, starved: float, timer: float) -> None:
+        """``rto_backoff`` off: a starvation as long as the flow's timer or longer cost one timeout, at its onset,
+        and nothing after it: the flow went on at what its class was left (the floor), its RTO grew with the RTT
+        it measured there, and it sends again as soon as capacity is back."""
+        if starved >= timer:
             self._count_timeouts(c, 1)
 
     def _end_starvation(self, c: int) -> bool:
@@ -590,10 +628,12 @@ class FluidSim:
             return False
         starved = self.now - since
         self._count_starvation(c, starved)
+        timer = self._timer(c)
+        self._sample_starvation(c, starved)
         if not self._backs_off(c):
-            self._adaptive_timeout(c, starved)
+            self._adaptive_timeout(c, starved, timer)
             return False
-        base = self.p.rto_s * (2 ** int(self.backoff[c]))
+        base = timer * (2 ** int(self.backoff[c]))
         if starved < base:
             return False
         # Timers fire at since + base (2^k - 1); the flow resumes at the first one at or after now.
@@ -640,6 +680,7 @@ class FluidSim:
         self._reset_backlog(c)
         self.backoff[c] = 0
         self.starved_since[c] = np.nan
+        self.rttvar_mark[c] = self.now
         self.dirty = True
 
     def _start_ring(self, op: Op) -> None:
@@ -658,6 +699,7 @@ class FluidSim:
         self.marks[e] = 0
         self.backoff[e] = 0
         self.starved_since[e] = np.nan
+        self.rttvar_mark[e] = self.now
         self.dirty = True
 
     def _rank_bytes(self, op: Op) -> List[int]:
@@ -717,6 +759,8 @@ class FluidSim:
 
     def _retire(self, e: int) -> None:
         """Entity e has sent its last byte: it leaves the rate allocation."""
+        if self.p.rto_rttvar > 0:
+            self._decay_rttvar(e, stop=True)
         self.active[e] = False
         self.rate[e] = 0.0
         self.rem[e] = 0.0
@@ -737,12 +781,14 @@ class FluidSim:
         bytes."""
         if self.p.rto_s <= 0 or math.isnan(self.starved_since[c]):
             return 0.0
-        since, base = self.starved_since[c], self.p.rto_s * (2 ** int(self.backoff[c]))
+        timer = self._timer(c)
+        since, base = self.starved_since[c], timer * (2 ** int(self.backoff[c]))
         self.starved_since[c] = np.nan
         starved = self.now - since
         self._count_starvation(c, starved)
+        self._sample_starvation(c, starved)
         if not self._backs_off(c):
-            self._adaptive_timeout(c, starved)
+            self._adaptive_timeout(c, starved, timer)
             return 0.0
         if starved < base:
             return 0.0

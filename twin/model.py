@@ -51,6 +51,14 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     at the onset, and goes on as soon as capacity is back, as if its RTO had grown with the RTT
                     it measured under the class floor (RFC 6298) and no timer were left to wait for; tried
                     against the suite, it made ByteScheduler's pairs optimistic (docs/twin.md). 0: off.
+``rto_rttvar``      a connection's retransmission timer follows its RTT variance, as Linux's does (RFC 6298: the
+                    smoothed RTT plus four mean deviations, at least 200 ms): a packet that waited in its FIFO
+                    through a starvation of D seconds is an RTT sample D above the others, which raises the
+                    variance to this weight times D at once (2.0-2.9 for windows of 3-20 packets, from Linux's
+                    estimator); it falls back by a quarter of its excess over ``rto_s`` per round trip the
+                    connection spends sending (a round trip: its FIFOs' length at the link rate), not while it is
+                    idle. The timer (at least ``rto_s``) is what a starved flow waits for and what an overflow
+                    timeout costs. 0: ``rto_s`` always.
 ``starve_backoff_flows`` the backoff rule applies to a flow starved while its class FIFO on a saturated link of
                     its path holds at least this many flows (itself included); one with fewer takes the
                     ``rto_backoff`` 0 reading. scripts/bench_starvation.py measured a flow alone at the class floor
@@ -108,6 +116,7 @@ class ModelParams:
     starve_backoff_flows: float = 1.0
     overflow_timeouts: float = 0.0
     fifo_flow_packets: float = 2.0
+    rto_rttvar: float = 0.0
     class_change_s: float = 0.0
     event_latency_s: float = 0.0005
     reaction_latency_s: float = 0.005
