@@ -509,3 +509,32 @@ def test_no_wait_behind_a_lower_class_that_is_gone():
     assert max(t for _i, _b, t in without.op_times[1]) < 0.5        # job 1 is done before job 0 launches
     times = [t for _i, _b, t in without.op_times[0]]
     assert [t for _i, _b, t in with_hol.op_times[0]] == pytest.approx(times, rel=1e-12)
+
+
+def test_rto_rttvar_raises_the_timer_after_a_starvation_and_lowers_it_only_while_sending():
+    """``rto_rttvar``: a starvation of 0.4 s raises a connection's timer to 2.5 x 0.4 = 1 s; idle, it stays; each
+    round trip spent sending (its FIFOs' length at 10 Mbit/s) takes a quarter of its excess over ``rto_s``."""
+    from twin.engine import FluidSim
+    a = job(0, 400_000)
+    view = LAYOUT.view()
+
+    def sim(params):
+        return FluidSim(Network(LAYOUT, view), [a], _Fixed(view, [a]), params, ring_model="steps")
+
+    off = sim(IDEAL.with_(rto_s=0.2))
+    off.now = 1.0
+    off._sample_starvation(0, 0.4)
+    assert off._timer(0) == 0.2
+    s = sim(IDEAL.with_(rto_s=0.2, rto_rttvar=2.5))
+    assert s._timer(0) == 0.2
+    s.now = 1.0
+    s._sample_starvation(0, 0.4)
+    assert s._timer(0) == pytest.approx(1.0)
+    s._decay_rttvar(0, stop=True)          # the connection stops sending: no round trips to count
+    s.now = 5.0
+    assert s._timer(0) == pytest.approx(1.0)
+    links = s.routes[0][s.routes[0] >= 0]
+    rtt = float((s.fifo_bytes[links] * 8.0 / s.net.capacity[links]).max())
+    s.rttvar_mark[0] = s.now               # sending again
+    s.now += 2 * rtt
+    assert s._timer(0) == pytest.approx(0.2 + 0.8 * 0.75 ** 2)
