@@ -57,8 +57,10 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     variance to this weight times D at once (2.0-2.9 for windows of 3-20 packets, from Linux's
                     estimator); it falls back by a quarter of its excess over ``rto_s`` per round trip the
                     connection spends sending (a round trip: its FIFOs' length at the link rate), not while it is
-                    idle. The timer (at least ``rto_s``) is what a starved flow waits for and what an overflow
-                    timeout costs. 0: ``rto_s`` always.
+                    idle. The timer (at least ``rto_s``) is what a starved flow waits for, what an overflow
+                    timeout costs and, with ``rto_backoff`` 0, how long a starvation must last to count as a
+                    timeout. scripts/tcp_timers.py measured such timers (docs/twin.md); tried against the suite,
+                    not calibrated. 0: ``rto_s`` always.
 ``starve_backoff_flows`` the backoff rule applies to a flow starved while its class FIFO on a saturated link of
                     its path holds at least this many flows (itself included); one with fewer takes the
                     ``rto_backoff`` 0 reading. scripts/bench_starvation.py measured a flow alone at the class floor
