@@ -1,4 +1,4 @@
-"""Open vSwitch's send socket: find it and widen its buffer in place.
+"""Open vSwitch's send socket: find it and widen its buffer in place; how fresh its rules' counters are.
 
 The userspace datapath (no kernel module) transmits every packet of every port through a single AF_PACKET socket
 of ovs-vswitchd that is bound to no interface. A packet waiting in a port's tc tree is charged to that socket's
@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import os
 import socket
+import subprocess
 from typing import Dict, Optional
 
 PID_FILE = "/var/run/openvswitch/ovs-vswitchd.pid"
@@ -20,6 +21,25 @@ PACKET_TRUESIZE = 4096          # bytes a queued full-size packet charges to its
 MIN_SEND_BUFFER = 64 << 20      # asked for at least: far above what 64 hosts' FIFOs hold at 5 Mbit/s (~22 MB)
 SYS_PIDFD_GETFD = 438           # the same number on every architecture (added after the syscall tables merged)
 SO_SNDBUFFORCE = getattr(socket, "SO_SNDBUFFORCE", 32)
+DEFAULT_MAX_REVALIDATOR_S = 0.5  # ovs-vswitchd.conf.db(5), other_config:max-revalidator
+
+
+def flow_counter_refresh_s() -> Optional[float]:
+    """How often Open vSwitch brings its rules' counters up to date: its revalidators' longest wait,
+    ``other_config:max-revalidator`` (ovs-vswitchd.conf.db(5): 500 ms unless set). A flow's counter read through
+    OpenFlow can be that old whatever the polling interval; ports' counters are current. None: not readable."""
+    try:
+        r = subprocess.run(["ovs-vsctl", "--if-exists", "get", "Open_vSwitch", ".", "other_config:max-revalidator"],
+                           capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if r.returncode != 0:
+        return None
+    value = r.stdout.strip().strip('"')
+    try:
+        return int(value) / 1000.0 if value else DEFAULT_MAX_REVALIDATOR_S
+    except ValueError:
+        return None
 
 
 def vswitchd_pid() -> Optional[int]:

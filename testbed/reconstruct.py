@@ -22,7 +22,10 @@ the scheduler also has), but never from the workers' logs, we estimate per job:
 Errors of single boundaries (up to one polling interval) cancel in the mean iteration time (a telescoping sum),
 which is why the mean idle time is accurate even at coarse polling; the per-iteration error is also reported.
 Each flow's mean is off by less than (the sum of the polling intervals holding its first and last start) /
-(N - 1), which ``reconstruct_job`` reports as ``iteration_time_error_bound_s``. ``analyse_run`` also re-runs the
+(N - 1), which ``reconstruct_job`` reports as ``iteration_time_error_bound_s``. A read is only as fresh as the
+switch made it: Open vSwitch brings a rule's counters up to date about every 0.5 s (its revalidators,
+``flow_counter_refresh_s`` in the run's summary), so a boundary is known to within the longer of the two; at
+0.1 s polling the counters say no more than at 0.5 s. ``analyse_run`` also re-runs the
 estimate on the same counters thinned to 2, 5 and 10 x the polling interval (keeping the final read) to show how
 the error grows with it.
 
@@ -224,7 +227,8 @@ def _carried(series: Series) -> int:
     return series[-1][1] - series[0][1] if series else 0
 
 
-def reconstruct_job(job: JobSpec, series: Dict[Tuple[int, int, int], Series], thin_factor: int = 1) -> dict:
+def reconstruct_job(job: JobSpec, series: Dict[Tuple[int, int, int], Series], thin_factor: int = 1,
+                    counter_refresh_s: float = 0.0) -> dict:
     """Counter-only estimate of one job's iteration time, idle time and utilisation.
 
     Every bucket of every rank gives one estimate of the mean iteration time (the spacing of its operation
@@ -234,8 +238,9 @@ def reconstruct_job(job: JobSpec, series: Dict[Tuple[int, int, int], Series], th
     the result is ``{"error": ...}``: never a number that only looks like one.
 
     ``iteration_time_error_bound_s`` bounds the error of the mean iteration time (and so of the idle time) from the
-    polling intervals that hold the first and the last operation start, assuming the operations were told apart
-    correctly; it does not cover how the mean start spacing differs from the workers' wall time per iteration."""
+    polling intervals that hold the first and the last operation start, or ``counter_refresh_s`` (how old a read
+    can be) where that is longer, assuming the operations were told apart correctly; it does not cover how the
+    mean start spacing differs from the workers' wall time per iteration."""
     compute = job.model.compute_s
     spans, bounds, periods, comm = [], [], [], []
     rejected = {}  # why each flow that gave no estimate gave none, for the error message
@@ -268,7 +273,7 @@ def reconstruct_job(job: JobSpec, series: Dict[Tuple[int, int, int], Series], th
             spans.append(span)
             # Each start is off by less than the polling interval that holds it, and the boundaries in between
             # cancel in the mean (a telescoping sum).
-            bounds.append((iv[0][2] + iv[-1][2]) / (len(starts) - 1))
+            bounds.append((max(iv[0][2], counter_refresh_s) + max(iv[-1][2], counter_refresh_s)) / (len(starts) - 1))
             periods += [y - x for x, y in zip(starts, starts[1:])]
             per_bucket[bucket.index] = iv
         for k, (start, _, _) in enumerate(per_bucket.get(0, [])):
@@ -326,13 +331,15 @@ def analyse_run(folder: RunFolder, summary: RunSummary, thin_factors: Sequence[i
     jobs = folder.jobs()
     series = folder.flow_series()
     poll = folder.poll_interval_s() or DEFAULT_POLL_INTERVAL_S
+    # Recorded by the runner (testbed/ovs.py); runs that did not record it get bounds from the polling alone.
+    refresh = summary.extra.get("flow_counter_refresh_s")
     result = {"method": "bucket-0 operation starts from per-flow byte counters; idle = period - profile compute",
-              "poll_interval_s": poll, "by_poll_interval": []}
+              "poll_interval_s": poll, "flow_counter_refresh_s": refresh, "by_poll_interval": []}
     for factor in thin_factors:
         errors = []
         per_job = {}
         for job in jobs:
-            rec = reconstruct_job(job, series, factor)
+            rec = reconstruct_job(job, series, factor, refresh or 0.0)
             truth = summary.job(job.name) or JobSummary(job.name)
             true_idle = true_idle_per_iteration(truth, job.model.compute_s)
             true_iter = true_iteration_time(truth)

@@ -46,7 +46,7 @@ from typing import List, Optional, Tuple  # noqa: E402
 from core.config import DEFAULT_POLL_INTERVAL_S  # noqa: E402
 from core.faults import check_targets, parse_faults  # noqa: E402
 from core.fabric import DEFAULT_FATTREE_K, TOPOLOGIES, FabricLayout, FabricSpec  # noqa: E402
-from testbed import qos, state  # noqa: E402
+from testbed import ovs, qos, state  # noqa: E402
 from testbed.transport import (CONGESTION_CONTROLS, DEFAULT_PROFILE, PROFILES,  # noqa: E402
                                available_congestion_controls, profile)
 
@@ -390,6 +390,8 @@ def run(args, resolved: dict) -> int:
         raise_if_signalled()
         summary.timings = dict(tb.timings)
         summary.extra["datapath"] = tb.datapath
+        # The reconstruction's error bound needs how stale a flow counter read can be (testbed/reconstruct.py).
+        summary.extra["flow_counter_refresh_s"] = ovs.flow_counter_refresh_s()
         LOG.info("      up in %.1f s (build %.1f, start+controller %.1f)", tb.timings["build_s"]
                  + tb.timings["start_s"], tb.timings["build_s"], tb.timings["start_s"])
         checks = {}
