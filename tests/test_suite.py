@@ -152,6 +152,35 @@ def test_compare_names_the_job_furthest_off_and_counts_agreement(tmp_path):
     assert (here / "compare.png").stat().st_size > 0
 
 
+def test_compare_says_whether_the_job_furthest_off_is_a_figure_the_runs_here_gave(tmp_path):
+    here, other = tmp_path / "here", tmp_path / "other"
+    # Two runs here, job a at 0.60 and 0.80 (a bimodal job): the other's 0.78 is 0.08 off the mean but inside
+    # what the runs gave; on "narrow" the other's 0.82 is outside both.
+    rows = []
+    for scenario, runs in (("wide", [0.60, 0.80]), ("narrow", [0.69, 0.71])):
+        folder = here / scenario / "ecmp"
+        folder.mkdir(parents=True)
+        with open(folder / "summary.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["run_id", "scheduler", "job", "gpu_utilization", "ok"])
+            for i, u in enumerate(runs):
+                w.writerow([f"r{i}", "ecmp", "a", u, "True"])
+                w.writerow([f"r{i}", "ecmp", "__cluster__", u, "True"])
+        with open(here / "suite.csv", "a", newline="") as f:
+            w = csv.writer(f)
+            if f.tell() == 0:
+                w.writerow(["scenario", "variant", "runs", "u_mean", "u_min", "u_max"])
+            w.writerow([scenario, "ecmp", 2, 0.70, min(runs), max(runs)])
+        rows.append({"scenario": scenario, "variant": "ecmp", "runs": 2, "u_mean": 0.70})
+    _suite_folder(other, "wide", "ecmp", {"a": 0.78})
+    _suite_folder(other, "narrow", "ecmp", {"a": 0.82})
+    pairs = {p["scenario"]: p for p in suite.compare(str(here), rows, str(other))}
+    assert pairs["wide"]["worst_job_range"] == pytest.approx((0.60, 0.80))
+    table = (here / "compare.md").read_text()
+    assert "| wide | ecmp | 2 | 0.700 | 0.780 [0.780, 0.780] | +0.080 | a | +0.080 | [0.600, 0.800] |" in table
+    assert "| ecmp | 0/2 | 0/2 | 0.100 | 0.100 | 1/2 |" in table
+
+
 def test_compare_lists_the_pairs_the_other_engine_orders_the_other_way(tmp_path):
     here, other = tmp_path / "here", tmp_path / "other"
     rows = [_suite_folder(here, "s", "ecmp", {"a": 0.60}), _suite_folder(here, "s", "crux", {"a": 0.80}),
