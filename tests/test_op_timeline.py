@@ -6,9 +6,8 @@ import os
 import pytest
 
 import twin
-from core.fabric import FabricLayout, FabricSpec
+from core.fabric import FabricSpec
 from scripts import op_timeline
-from workloads.scenario import load_scenario
 
 
 def test_op_time_skew_spread_and_delivery_by_hand():
@@ -36,11 +35,7 @@ def test_op_time_skew_spread_and_delivery_by_hand():
 def recorded(tmp_path):
     """A twin run's folder dressed as an emulation run: its workers' logs written from the twin's own trace, so
     that the two engines agree exactly until a test changes the logs."""
-    spec = FabricSpec(2, 4, 4, 10.0, 10.0)
-    layout = FabricLayout.from_spec(spec)
-    scenario = load_scenario("smoke").resolve(layout.host_tuples(), 10.0)
-    resolved = {"spec": spec, "layout": layout, "params": {}, "scenario": scenario, "jobs": scenario.jobs,
-                "scenario_path": "smoke.yaml", "faults": []}
+    resolved = twin.prepare("smoke", FabricSpec(2, 4, 4, 10.0, 10.0))
     run = tmp_path / "run"
     assert twin.run_fluid(resolved, "crux", 1, str(run), quiet=True) == 0
     summary = json.load(open(run / "summary.json"))
