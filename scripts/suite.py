@@ -4,6 +4,7 @@
     python scripts/suite.py --engine fluid --seeds 1-3 --out results/suite/fluid
     sudo python scripts/suite.py --engine emulation --seeds 1 --out results/suite/emulation
     python scripts/suite.py --out results/suite/emulation --collect-only
+    sudo python scripts/suite.py --engine emulation --transport lossless --out results/suite/emulation-lossless
 
 Each (scenario, scheduler) pair is one resumable ``scripts/sweep.py`` folder, ``<out>/<scenario>/<variant>/``;
 rerunning the command skips what is done. Every scenario runs at 5 Mbit/s (the capacity docs/fidelity.md found
@@ -46,6 +47,7 @@ if __name__ == "__main__":
 import numpy as np  # noqa: E402
 
 from scripts import bounds as bounds_script  # noqa: E402
+from testbed.transport import DEFAULT_PROFILE, PROFILES  # noqa: E402
 from testbed.results import CLUSTER, SUMMARY_CSV, discover_runs, read_summary_csv  # noqa: E402
 from testbed.results import collect as collect_sweep  # noqa: E402
 
@@ -80,11 +82,14 @@ def fabric_flags(scenario: str) -> List[str]:
     return RATE + FABRIC.get(scenario, PAIR_FABRIC)
 
 
-def run_variant(engine: str, scenario: str, variant: str, seeds: str, out: str, dry_run: bool) -> int:
+def run_variant(engine: str, scenario: str, variant: str, seeds: str, out: str, dry_run: bool,
+                transport: str = DEFAULT_PROFILE) -> int:
     scheduler, axes = VARIANTS[variant]
+    extra = ["--engine", engine] + fabric_flags(scenario)
+    if transport != DEFAULT_PROFILE:  # the default stays implicit, so that existing sweep folders resume as they are
+        extra += ["--transport", transport]
     cmd = SWEEP + ["--schedulers", scheduler, "--scenarios", os.path.join(SUITE_DIR, scenario + ".yaml"),
-                   "--seeds", seeds, "--out", out,
-                   "--extra-args=" + " ".join(["--engine", engine] + fabric_flags(scenario))]
+                   "--seeds", seeds, "--out", out, "--extra-args=" + " ".join(extra)]
     for axis in axes:
         cmd += ["--set", axis]
     if dry_run:
@@ -424,6 +429,9 @@ def main(argv=None) -> int:
     p.add_argument("--compare", metavar="DIR", help="another suite folder (e.g. the other engine's): write "
                                                     "<out>/compare.md with both utilisations and rankings, "
                                                     "and <out>/compare.png")
+    p.add_argument("--transport", choices=list(PROFILES), default=DEFAULT_PROFILE,
+                   help="the runs' transport profile (testbed/transport.py; default %(default)s); give each profile "
+                        "its own --out")
     p.add_argument("--dry-run", action="store_true", help="print the runner commands, run nothing")
     args = p.parse_args(argv)
     known = scenario_names()
@@ -442,7 +450,7 @@ def main(argv=None) -> int:
             for variant in variants:
                 sys.stderr.write(f"suite: {scenario} / {variant}\n")
                 code = run_variant(args.engine, scenario, variant, args.seeds,
-                                   os.path.join(args.out, scenario, variant), args.dry_run)
+                                   os.path.join(args.out, scenario, variant), args.dry_run, args.transport)
                 if code == 130:
                     return 130
                 if code == 2:

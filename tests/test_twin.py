@@ -273,6 +273,23 @@ def test_starvation_timeouts_cost_time_and_are_counted():
     assert times[1] == pytest.approx(2 * alone, rel=1e-6)
 
 
+def test_the_lossless_profiles_timer_floor_spares_a_starvation_shorter_than_it():
+    """The lossless profile's ``rto_min`` (5 s on every route): job 1's 0.48 s starvation costs no timeout, and
+    job 1 goes on the moment job 0 is done; the recorded profile reaches simulate() through fifo_settings()."""
+    a, b = _two_jobs_on_the_same_hosts_links()
+    view = LAYOUT.view()
+    from twin.engine import FluidSim
+    alone = max(rank_bytes(400_000, 4)) * 8 / 1e7
+    r = FluidSim(Network(LAYOUT, view), [a, b], _Fixed(view, [a, b]), IDEAL.with_(rto_s=0.2), rto_min_s=5.0).run()
+    times = {j: t for j, ops in r.op_times.items() for _it, _b, t in ops}
+    assert sum(r.timeouts.values()) == 0
+    assert times[1] == pytest.approx(2 * alone, rel=1e-6)
+    from testbed.transport import PROFILES
+    settings = twin.fifo_settings({"transport": PROFILES["lossless"].to_dict()})
+    assert settings["lossless"] and settings["window_packets"] == 8 and settings["rto_min_s"] == 5.0
+    assert twin.fifo_settings({"transport": PROFILES["tcp"].to_dict()})["rto_min_s"] is None
+
+
 def test_the_backoff_rule_applies_only_to_flows_that_share_their_starved_fifo():
     a, b = _two_jobs_on_the_same_hosts_links()
     c = job(2, 400_000, hosts=[HOSTS[2], HOSTS[6], HOSTS[10], HOSTS[14]])
@@ -449,6 +466,34 @@ def test_a_step_waits_behind_what_its_fifo_holds_ahead_of_it(ring_model):
     assert small_op_time(0.0) == pytest.approx(2 * shared, rel=1e-9)
     assert small_op_time(0.5) == pytest.approx(2 * (shared + 0.5 * 0.012), rel=1e-9)
     assert small_op_time(1.0) == pytest.approx(2 * (shared + 0.012), rel=1e-9)
+
+
+@pytest.mark.parametrize("ring_model", ["steps", "pipelined"])
+def test_under_a_window_clamp_a_step_waits_behind_the_windows_ahead_of_it(ring_model):
+    """The lossless profile: a FIFO holds every flow's window, and a flow has at most its window queued. The small
+    bucket's steps wait behind the large one's window (8 x 1448 bytes, 9.3 ms at 10 Mbit/s), not behind the
+    testbed FIFO's 10 packets (12 ms) nor the large step's remaining megabyte."""
+    from twin.engine import FluidSim
+    view = LAYOUT.view()
+    small, large = 20_000, 2_000_000
+    hosts = [HOSTS[0], HOSTS[4]]
+    profile = ModelProfile("two", "t", 1, (Bucket(0, small, 0.0, 0.0), Bucket(1, large, 0.0, 0.0)))
+    one = JobSpec(0, "j0", profile, 2, 1, hosts=tuple(h[0] for h in hosts), addresses=tuple(h[1] for h in hosts))
+
+    def small_op_time(**transport):
+        r = FluidSim(Network(LAYOUT, view), [one], _OneClassOnePath(view, [one]), IDEAL.with_(queue_backlog=1.0),
+                     ring_model=ring_model, queue_ms=1.0, **transport).run()
+        assert r.completed
+        return {bucket: t for _it, bucket, t in r.op_times[0]}[0]
+
+    shared = 2 * (chunk_bytes(small, 2)[0] + 8) * 8 / (10 * MBIT)
+    window = 8 * 1448 * 8 / (10 * MBIT)
+    assert small_op_time(lossless=True, window_packets=8) == pytest.approx(2 * (shared + window), rel=1e-9)
+    assert small_op_time(window_packets=8) == pytest.approx(2 * (shared + window), rel=1e-9)  # under the FIFO
+    # Without a clamp, a lossless FIFO holds the large step's whole remainder (about 1 MB while the small step
+    # sends): the wait is close to that, far beyond a testbed FIFO.
+    whole = 1_000_008 * 8 / (10 * MBIT)
+    assert 2 * (shared + 0.95 * whole) < small_op_time(lossless=True) <= 2 * (shared + whole)
 
 
 @pytest.mark.parametrize("step_latency", [0.002, 0.004])

@@ -62,14 +62,17 @@ def simulate(layout: FabricLayout, jobs: Sequence[JobSpec], scheduler: str = "ec
              model: Union[str, ModelParams, Mapping[str, Any], None] = "ideal", class_mode: str = "strict",
              class_floor: float = 0.0, hash_seed: int = 1, time_limit_s: float = 3600.0,
              ring_model: str = "auto", hash_model: str = "ovs", queue_ms: float = DEFAULT_QUEUE_MS,
-             lossless: bool = False, seed: int = 1, trace_ops: bool = False) -> RunResult:
+             lossless: bool = False, seed: int = 1, trace_ops: bool = False, window_packets: Optional[int] = None,
+             rto_min_s: Optional[float] = None) -> RunResult:
     """Run the jobs on the layout under the named scheduler and return what happened. ``ring_model``:
     ``steps`` (every ring step a flow), ``pipelined`` (a bucket's ring one flow) or ``auto`` (steps up to
     AUTO_STEPS_MAX_GPUS GPUs, pipelined above). ``hash_model``: how hashed (ECMP) paths are chosen,
     ``ovs`` (Open vSwitch's own hash, as in the emulation) or ``salted`` (by ``hash_seed``; twin/network.py).
     ``queue_ms`` sizes the class FIFOs as the testbed does; ``lossless`` (the lossless transport profile) sizes
-    them so that none overflows. ``seed`` draws the model's noise (``ModelParams.step_latency_cv``). ``trace_ops``:
-    the result's ``op_trace`` holds every rank's launch and done time of every operation."""
+    them so that none overflows; ``window_packets`` (its receive window clamp) bounds what one flow has queued and
+    ``rto_min_s`` (its minimum retransmission timer) is a floor under the model's ``rto_s``. ``seed`` draws the
+    model's noise (``ModelParams.step_latency_cv``). ``trace_ops``: the result's ``op_trace`` holds every rank's
+    launch and done time of every operation."""
     if hash_model not in HASH_MODELS:
         raise ValueError(f"hash model must be one of {', '.join(HASH_MODELS)} (got {hash_model!r})")
     if ring_model == "auto":
@@ -81,7 +84,8 @@ def simulate(layout: FabricLayout, jobs: Sequence[JobSpec], scheduler: str = "ec
     net = Network(layout, view, goodput=params.goodput)
     sim = FluidSim(net, jobs, policy, params, class_mode=class_mode, class_floor=class_floor,
                    hash_seed=hash_seed, time_limit_s=time_limit_s, ring_model=ring_model, hash_model=hash_model,
-                   queue_ms=queue_ms, lossless=lossless, seed=seed, trace_ops=trace_ops)
+                   queue_ms=queue_ms, lossless=lossless, seed=seed, trace_ops=trace_ops,
+                   window_packets=window_packets, rto_min_s=rto_min_s)
     result = sim.run()
     result.scheduler = policy  # for its own statistics (changes, op_changes)
     return result
@@ -102,9 +106,14 @@ def replay_recorded(config: Mapping[str, Any], model: Union[str, ModelParams, Ma
 
 
 def fifo_settings(config: Mapping[str, Any]) -> Dict[str, Any]:
-    """``queue_ms`` and ``lossless`` of simulate() as a run's config (either engine's) records them."""
+    """The FIFO and transport settings of simulate() (``queue_ms``, ``lossless``, ``window_packets``,
+    ``rto_min_s``) as a run's config (either engine's) records them."""
+    transport = config.get("transport") or {}
+    rto_min_ms = transport.get("rto_min_ms")
     return {"queue_ms": float(config.get("queue_ms") or DEFAULT_QUEUE_MS),
-            "lossless": bool((config.get("transport") or {}).get("lossless", False))}
+            "lossless": bool(transport.get("lossless", False)),
+            "window_packets": transport.get("window_packets"),
+            "rto_min_s": rto_min_ms / 1000.0 if rto_min_ms else None}
 
 
 def prepare(scenario: str, spec: FabricSpec, iterations: Optional[int] = None) -> Dict[str, Any]:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -43,6 +43,7 @@ from controller.schedulers.base import Scheduler
 from core.model import Decision, FlowKey, JobSpec, OperationEvent
 from core.ring import ring_bytes_per_rank, ring_steps
 from testbed.qos import DEFAULT_QUEUE_MS, MTU_BYTES, queue_packets
+from testbed.transport import TCP_PAYLOAD
 from twin.model import ModelParams
 from twin.network import Network, allocate, hashed_path
 from workloads.program import COMPUTE, LAUNCH, WAIT, IterationProgram
@@ -145,8 +146,13 @@ class FluidSim:
                  class_mode: str = "strict", class_floor: float = 0.0, hash_seed: int = 1,
                  time_limit_s: float = 3600.0, ring_model: str = "steps", hash_model: str = "ovs",
                  queue_ms: float = DEFAULT_QUEUE_MS, lossless: bool = False, seed: int = 1,
-                 trace_ops: bool = False):
+                 trace_ops: bool = False, window_packets: Optional[int] = None,
+                 rto_min_s: Optional[float] = None):
         self.net = network
+        # The transport profile's minimum retransmission timer (the lossless profile's 5 s on every route) is a
+        # floor under the model's: a starvation shorter than it costs no timeout.
+        if rto_min_s and params.rto_s > 0:
+            params = replace(params, rto_s=max(params.rto_s, float(rto_min_s)))
         # (job, iteration, bucket) -> rank -> [launch, done], what the workers log as an op's launch and done
         # (scripts/op_timeline.py sets them side by side); None unless asked for.
         self.op_trace: Optional[Dict[Tuple[int, int, int], Dict[int, List[float]]]] = {} if trace_ops else None
@@ -214,6 +220,10 @@ class FluidSim:
         # What a class FIFO holds at most, in bytes, and each entity's wait behind the bytes queued ahead of it:
         # the current one, and its integral since the entity started sending (queue_backlog).
         self.fifo_bytes = fifo_packets * MTU_BYTES
+        # What one flow can have queued: its step's bytes, at most its receive window where the profile clamps it;
+        # a lossless FIFO holds every flow's window (testbed/transport.py), so only the windows bound the backlog.
+        self.window_bytes = float(window_packets) * TCP_PAYLOAD if window_packets else np.inf
+        self.backlog_cap = np.full(network.links, np.inf) if lossless else self.fifo_bytes
         self.backlog_now = np.zeros(n)
         self.step_bytes = np.full(n, np.inf)    # a pipelined ring's bytes per step (one step in flight per hop)
         self.backlog_int = np.zeros(n)
@@ -498,10 +508,10 @@ class FluidSim:
         if not rows.size:
             return
         # What a flow has in the network is its step's remaining bytes: a pipelined ring holds one step per hop.
-        rem = np.minimum(self.rem[idx], self.step_bytes[idx])[rows]
+        rem = np.minimum(np.minimum(self.rem[idx], self.step_bytes[idx]), self.window_bytes)[rows]
         ahead = np.bincount(key, weights=rem, minlength=8 * self.net.links)[key] - rem
         wait = np.where(saturated[links] & (ahead > 0),
-                        np.minimum(ahead, self.fifo_bytes[links]) * 8.0 / self.net.capacity[links], 0.0)
+                        np.minimum(ahead, self.backlog_cap[links]) * 8.0 / self.net.capacity[links], 0.0)
         # rows come in order (np.nonzero of the route matrix), so each flow's links are one run: reduce per run
         # (np.maximum.at is an order of magnitude slower at scale).
         starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
