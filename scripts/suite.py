@@ -263,9 +263,13 @@ def job_values(folder: str) -> Dict[str, List[float]]:
     return values
 
 
+def _means(values: Dict[str, List[float]]) -> Dict[str, float]:
+    return {job: float(np.mean(v)) for job, v in values.items()}
+
+
 def job_means(folder: str) -> Dict[str, float]:
     """Mean GPU utilisation of each job over the completed runs of one sweep folder (its summary.csv)."""
-    return {job: float(np.mean(v)) for job, v in job_values(folder).items()}
+    return _means(job_values(folder))
 
 
 #: The agreement compare() counts: cluster utilisation within CLUSTER_BAND, every job within JOB_BAND.
@@ -290,7 +294,7 @@ def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
         if r.get("u_mean") is None or theirs is None:
             continue
         mine_values = job_values(os.path.join(out, r["scenario"], r["variant"]))
-        mine_jobs = {job: float(np.mean(v)) for job, v in mine_values.items()}
+        mine_jobs = _means(mine_values)
         their_jobs = job_means(os.path.join(other_dir, r["scenario"], r["variant"]))
         job_diffs = {job: their_jobs[job] - u for job, u in mine_jobs.items() if job in their_jobs}
         worst = max(job_diffs, key=lambda j: abs(job_diffs[j])) if job_diffs else None

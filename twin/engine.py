@@ -629,27 +629,36 @@ class FluidSim:
         if starved >= timer:
             self._count_timeouts(c, 1)
 
-    def _end_starvation(self, c: int) -> bool:
-        """Capacity is back for flow c: if it was starved long enough to time out, it sleeps until its next
-        retransmission timer (True), else it goes on at once (False)."""
+    def _close_starvation(self, c: int) -> Optional[Tuple[float, int]]:
+        """Flow c's starvation (if any) ends now: count it, let it raise c's timer and charge its timeouts. Under
+        the backoff rule, when c's timer lets it send again and how many timers fired until then; None when it
+        goes on at once."""
         since = self.starved_since[c]
         self.starved_since[c] = np.nan
         if math.isnan(since):
-            return False
+            return None
         starved = self.now - since
         self._count_starvation(c, starved)
         timer = self._timer(c)
         self._sample_starvation(c, starved)
         if not self._backs_off(c):
             self._adaptive_timeout(c, starved, timer)
-            return False
+            return None
         base = timer * (2 ** int(self.backoff[c]))
         if starved < base:
-            return False
+            return None
         # Timers fire at since + base (2^k - 1); the flow resumes at the first one at or after now.
         k = max(1, math.ceil(math.log2(starved / base + 1) - 1e-12))
-        resume = since + base * (2 ** k - 1)
         self._count_timeouts(c, k)
+        return since + base * (2 ** k - 1), k
+
+    def _end_starvation(self, c: int) -> bool:
+        """Capacity is back for flow c: if it was starved long enough to time out, it sleeps until its next
+        retransmission timer (True), else it goes on at once (False)."""
+        timed_out = self._close_starvation(c)
+        if timed_out is None:
+            return False
+        resume, k = timed_out
         self.backoff[c] += k
         if resume > self.now + _EPS_T and not self.suspended[c]:
             self.suspended[c] = True
@@ -789,22 +798,10 @@ class FluidSim:
     def _starved_tail(self, c: int) -> float:
         """Timeouts of an entity that finished while starved, and the wait for the timer that sent its last
         bytes."""
-        if self.p.rto_s <= 0 or math.isnan(self.starved_since[c]):
+        if self.p.rto_s <= 0:
             return 0.0
-        timer = self._timer(c)
-        since, base = self.starved_since[c], timer * (2 ** int(self.backoff[c]))
-        self.starved_since[c] = np.nan
-        starved = self.now - since
-        self._count_starvation(c, starved)
-        self._sample_starvation(c, starved)
-        if not self._backs_off(c):
-            self._adaptive_timeout(c, starved, timer)
-            return 0.0
-        if starved < base:
-            return 0.0
-        k = max(1, math.ceil(math.log2(starved / base + 1) - 1e-12))
-        self._count_timeouts(c, k)
-        return since + base * (2 ** k - 1) - self.now
+        timed_out = self._close_starvation(c)
+        return 0.0 if timed_out is None else timed_out[0] - self.now
 
     def _flow_done(self, c: int) -> None:
         """Flow c sent its step's last byte."""
