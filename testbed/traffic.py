@@ -11,7 +11,9 @@ TCP has left slow start and the priority classes have settled. For scripts/bench
 also report when its bytes arrived (``--timeline``), the sender can alternate sending and pausing
 (``--schedule``) or send messages that the receiver answers (``--message``, ``--ack-every``), and it can sample
 its own TCP state every few milliseconds (``--probe``: the namespace's retransmission timeouts and the socket's
-backoff, RTO and congestion window).
+backoff, RTO and congestion window). For scripts/bench_class_change.py a sender's schedule can begin at a given
+wall time (``--start-at``), so that another process can act at known moments of it, and the receiver can clamp
+its window as the lossless transport profile's workers do (``--window-clamp``).
 
 Neither side can hang: every socket has a timeout, and each process ends itself (SIGALRM) a minute after its
 planned duration, even if its host's namespace disappeared under it.
@@ -27,6 +29,8 @@ import sys
 import threading
 import time
 
+from workloads.allreduce import clamp_listener, hold_clamp
+
 CHUNK = 64 * 1024
 IO_TIMEOUT_S = 5.0
 OVERRUN_S = 60  # a process still alive this long after its planned end is stuck: SIGALRM ends it
@@ -36,11 +40,14 @@ TIMELINE_STEP_S = 0.002  # arrivals closer than this are merged into one point o
 
 
 def serve(bind: str, port: int, duration: float, warmup: float, timeline: bool = False,
-          ack_every: int = 0) -> dict:
+          ack_every: int = 0, window_clamp: int = 0) -> dict:
     """Receive one connection for ``duration`` seconds. ``ack_every``: answer one byte each time that many more
-    bytes arrived (the sender's messages, ``send --message``)."""
+    bytes arrived (the sender's messages, ``send --message``). ``window_clamp``: the receive window's bound in
+    bytes, held as workloads/allreduce.py holds it (``clamp_listener``, ``hold_clamp``)."""
     lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if window_clamp:
+        clamp_listener(lsock, window_clamp)
     lsock.bind((bind, port))
     lsock.listen(1)
     lsock.settimeout(duration + 30)
@@ -61,6 +68,8 @@ def serve(bind: str, port: int, duration: float, warmup: float, timeline: bool =
         if n == 0:
             break
         now = time.monotonic()
+        if window_clamp and (total == 0 or total // CHUNK != (total + n) // CHUNK):
+            hold_clamp(conn, window_clamp)
         before, total = total, total + n
         if ack_every and total // ack_every > before // ack_every:
             conn.sendall(b"\1" * (total // ack_every - before // ack_every))
@@ -87,12 +96,17 @@ def serve(bind: str, port: int, duration: float, warmup: float, timeline: bool =
 # struct tcp_info (linux/tcp.h): 8 one-byte fields, then 32-bit ones; the ones read here, in order.
 _TCP_INFO = struct.Struct("8B24I")
 _TCP_INFO_FIELDS = {"ca_state": 1, "backoff": 4, "rto_us": 8, "rtt_us": 23, "cwnd": 26, "total_retrans": 31}
+_SND_WND = struct.Struct("I")   # tcpi_snd_wnd: the window the peer advertised (Linux 5.4 and later)
+_SND_WND_OFFSET = 228
 
 
 def tcp_state(sock: socket.socket) -> dict:
-    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO.size)
+    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _SND_WND_OFFSET + _SND_WND.size)
     values = _TCP_INFO.unpack(raw[:_TCP_INFO.size])
-    return {name: values[i] for name, i in _TCP_INFO_FIELDS.items()}
+    state = {name: values[i] for name, i in _TCP_INFO_FIELDS.items()}
+    if len(raw) >= _SND_WND_OFFSET + _SND_WND.size:
+        state["snd_wnd"] = _SND_WND.unpack_from(raw, _SND_WND_OFFSET)[0]
+    return state
 
 
 def namespace_timeouts() -> int:
@@ -127,11 +141,12 @@ class Probe(threading.Thread):
 
 
 def send(bind: str, sport: int, dst: str, port: int, duration: float, schedule=(), probe: bool = False,
-         sndbuf: int = 0, message: int = 0, idle: float = 0.0) -> dict:
+         sndbuf: int = 0, message: int = 0, idle: float = 0.0, start_at: float = 0.0) -> dict:
     """Send for ``duration`` seconds; with a ``schedule`` (seconds sending, seconds paused, ...) only in its
     sending periods, and for the schedule's length. With ``message``: send that many bytes, wait for the
     receiver's one-byte answer (``serve --ack-every``), pause ``idle`` seconds, and again (a ring step's
-    pattern); each message's start and end are reported."""
+    pattern); each message's start and end are reported. ``start_at``: once connected, wait until this wall time
+    before the schedule begins."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if sndbuf:
@@ -158,6 +173,8 @@ def send(bind: str, sport: int, dst: str, port: int, duration: float, schedule=(
     periods = []  # (start, end) wall times of the sending periods
     messages = []  # (start, end) wall times of each message, to the receiver's answer
     plan = list(schedule) or [duration + 0.5]
+    if start_at:
+        time.sleep(max(0.0, start_at - time.time()))
     try:
         if message:
             body, end = b"\0" * message, time.monotonic() + duration
@@ -170,14 +187,24 @@ def send(bind: str, sport: int, dst: str, port: int, duration: float, schedule=(
                 sent += message
                 time.sleep(idle)
             plan = []
+        # Periods keep to the plan's own clock: a send blocked behind a higher class ends with its period
+        # instead of pushing every later period back.
+        edge = time.monotonic()
         for i, length in enumerate(plan):
-            t0 = time.monotonic()
+            edge += length
             if i % 2:
-                time.sleep(length)
+                time.sleep(max(0.0, edge - time.monotonic()))
                 continue
             periods.append([time.time(), None])
-            while time.monotonic() < t0 + length:
-                sent += sock.send(payload)
+            while True:
+                left = edge - time.monotonic()
+                if left <= 0:
+                    break
+                sock.settimeout(left)
+                try:
+                    sent += sock.send(payload)
+                except socket.timeout:
+                    break
             periods[-1][1] = time.time()
     except (BrokenPipeError, ConnectionResetError, socket.timeout):
         pass
@@ -205,6 +232,7 @@ def main(argv=None) -> int:
     s.add_argument("--warmup", type=float, default=1.0)
     s.add_argument("--timeline", action="store_true", help="also report when the bytes arrived")
     s.add_argument("--ack-every", type=int, default=0, help="answer one byte per this many bytes received")
+    s.add_argument("--window-clamp", type=int, default=0, help="TCP_WINDOW_CLAMP in bytes (0: none)")
     c = sub.add_parser("send", help="send as fast as TCP allows for --duration seconds")
     c.add_argument("--bind", required=True)
     c.add_argument("--sport", type=int, required=True)
@@ -216,15 +244,17 @@ def main(argv=None) -> int:
     c.add_argument("--sndbuf", type=int, default=0, help="SO_SNDBUF in bytes (0: the kernel's)")
     c.add_argument("--message", type=int, default=0, help="send messages of this many bytes, each answered")
     c.add_argument("--idle", type=float, default=0.0, help="seconds between a message's answer and the next")
+    c.add_argument("--start-at", type=float, default=0.0, help="wall time (epoch seconds) to begin the schedule at")
     a = p.parse_args(argv)
     schedule = [float(x) for x in a.schedule.split(",") if x.strip()] if a.cmd == "send" else []
     if schedule:
         a.duration = sum(schedule)
     signal.alarm(int(a.duration + 30 + OVERRUN_S))
     if a.cmd == "serve":
-        out = serve(a.bind, a.port, a.duration, a.warmup, a.timeline, a.ack_every)
+        out = serve(a.bind, a.port, a.duration, a.warmup, a.timeline, a.ack_every, a.window_clamp)
     else:
-        out = send(a.bind, a.sport, a.dst, a.port, a.duration, schedule, a.probe, a.sndbuf, a.message, a.idle)
+        out = send(a.bind, a.sport, a.dst, a.port, a.duration, schedule, a.probe, a.sndbuf, a.message, a.idle,
+                   a.start_at)
     print(json.dumps(out), flush=True)
     return 0
 

@@ -10,6 +10,7 @@ import pytest
 
 from core.model import Bucket, JobSpec, ModelProfile
 from core.ring import ring_bytes_per_rank
+from testbed.traffic import tcp_state
 from workloads.allreduce import HEADER_BYTES, RingMember, framing_overhead
 from workloads.local import localize
 
@@ -215,3 +216,10 @@ def test_window_clamp_bounds_what_the_previous_rank_may_send():
         arrays = integer_arrays(3, 200_000)
         for out in allreduce_all(members, 1, arrays):
             np.testing.assert_array_equal(out[0], sum(arrays))
+        # Data has flowed: the kernel's receive autotuning would have raised a bare clamp by now (to megabytes),
+        # and the sender would see far more than the clamp.
+        for m in members:
+            for sock in m._in.values():
+                assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP) == clamp
+            for sock in m._out.values():
+                assert tcp_state(sock)["snd_wnd"] <= clamp

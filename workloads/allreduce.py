@@ -175,6 +175,24 @@ def _set_common(sock: socket.socket) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 
 
+def clamp_listener(sock: socket.socket, clamp: int) -> None:
+    """Bound the receive window of every connection ``sock`` (a listener, before ``listen``) will accept.
+
+    ``TCP_WINDOW_CLAMP`` alone does not hold on recent kernels: the receive buffer's autotuning and the first
+    full-sized data packet (which updates the skb scaling ratio) both reset the clamp to what the buffer allows
+    (measured on 6.18: an 11,584-byte clamp became 1.7 MB and the peer saw the largest unscaled window,
+    65,535 bytes). So the buffer is locked too (setting ``SO_RCVBUF`` turns autotuning off; the kernel doubles
+    the value, room for about 10 full packets of ``clamp`` 8), which bounds the window if the clamp is reset,
+    and ``hold_clamp`` sets the clamp again once data flows. The clamp on the listener reaches the SYN-ACK."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, clamp)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, clamp)
+
+
+def hold_clamp(sock: socket.socket, clamp: int) -> None:
+    """Set the clamp again after data arrived (a no-op for the kernel while it holds; see ``clamp_listener``)."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, clamp)
+
+
 class RingMember:
     """One rank's side of a job's ring: the outgoing connection per bucket to the next rank and the incoming one
     per bucket from the previous rank.
@@ -260,8 +278,7 @@ class RingMember:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         _set_common(sock)
         if self.window_clamp:
-            # Set on the listener, so that the SYN-ACK of every accepted connection already carries it.
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, self.window_clamp)
+            clamp_listener(sock, self.window_clamp)
         sock.bind((self.bind_address, self.listen_port))
         sock.listen(max(64, 2 * len(self.buckets)))
         sock.settimeout(0.2)
@@ -419,6 +436,8 @@ class RingMember:
         self._msg_in[bucket] += 1
         if length:
             _recv_exact(sock, memoryview(target).cast("B"))
+            if self.window_clamp:
+                hold_clamp(sock, self.window_clamp)
         op.stats.bytes_received += HEADER_BYTES + length
 
     def _fail_bucket(self, bucket: int) -> None:
