@@ -6,11 +6,12 @@
 A policy that changes a live flow's class (flux-v1 raises an operation's flows as it grows urgent) moves the
 flow's next packets into another queue while its earlier ones still wait in the old one. The twin's
 ``class_change_s`` is what that costs; this benchmark measures it. Two flows go into one host port of a one-leaf
-fabric with the testbed's classes, FIFOs and the chosen transport profile: the flow under test sends in bulk in
-``--old-class`` throughout, and a busy flow in ``--busy-class`` (above it) sends in bursts, each leaving the
-tested flow its class floor. ``--before`` seconds into a burst the controller raises the tested flow to
-``--new-class`` (above the busy one): from then on the fluid model gives it the whole port, while its packets
-already in the old FIFO wait behind the busy class. After the burst it goes back to its old class (nothing
+fabric with the testbed's classes, FIFOs and the chosen transport profile: the flow under test sends in bulk
+(or in answered messages, ``--message``, as a ring's steps do) in ``--old-class`` throughout, and a busy flow
+in ``--busy-class`` (above it) sends in bursts, each leaving the tested flow its class floor. ``--before``
+seconds into a burst the controller raises the tested flow to ``--new-class`` (above the busy one): from then
+on the fluid model gives it the whole port, while its packets already in the old FIFO wait behind the busy
+class. After the burst it goes back to its old class (nothing
 else is sending then, so that move strands nothing). Each raise is also made once with no burst (``idle``
 episodes): the flow's own packets are then all that is in the way.
 
@@ -21,9 +22,10 @@ Per raise (from the switch's confirmation of the new rule, over ``--window`` sec
 * ``silence_s``: the longest time without an arrival in the window;
 * ``timeouts``, ``retransmits``: the sender's retransmission timeouts (its namespace's) and retransmitted
   segments from the burst's start to the window's end; ``max_backoff``: the largest exponential backoff;
-* ``twin_lag_s``: what the calibrated twin charges the same flow: the starvation rule's remaining timer if the
-  time starved before the raise reached its timer (the profile's ``rto_s``, at least the profile's minimum RTO),
-  plus ``class_change_s``.
+* ``twin_lag_s``: what the calibrated twin charges the same flow: for a raise out of the busy class, the
+  profile's class change cost (``class_change_s`` or ``class_change_lossless_s``) or the starvation rule's
+  remaining timer if the time starved before the raise reached it (``rto_s``, at least the profile's minimum
+  RTO), whichever is longer; nothing for a raise out of an idle class.
 
 Sent only between the benchmark's own hosts (namespaces it creates). Prints the JSON; ``--out`` also writes it.
 """
@@ -97,14 +99,17 @@ def probe_at(samples, t: float, key: str):
 
 
 def twin_lag(before_s: float, busy: bool, rto_s: float, class_change_s: float) -> float:
-    """The twin's charge for a raise after ``before_s`` starved (twin/engine.py): a flow starved for its timer
-    has timed out and resumes at the timer's next expiry (rto_s x (2^k - 1) from the onset), and every live
-    class change stops the flow for ``class_change_s``."""
-    lag = 0.0
-    if busy and before_s >= rto_s:
+    """The twin's charge for a raise after ``before_s`` starved (twin/engine.py, ``_change_live_class``): a flow
+    raised out of a busy class stops for ``class_change_s``, or until the timer its starvation earned (a flow
+    starved for its timer resumes at the timer's next expiry, rto_s x (2^k - 1) from the onset), whichever is
+    later; one raised out of an idle class goes on at once."""
+    if not busy:
+        return 0.0
+    timer = 0.0
+    if before_s >= rto_s:
         k = max(1, math.ceil(math.log2(before_s / rto_s + 1) - 1e-12))
-        lag = rto_s * (2 ** k - 1) - before_s
-    return lag + class_change_s
+        timer = rto_s * (2 ** k - 1) - before_s
+    return max(timer, class_change_s)
 
 
 def plan_episodes(befores, episodes: int, idle: bool):
@@ -129,14 +134,16 @@ def measure(plan, a) -> dict:
         tb.pin(busy, a.busy_class)
         tb.pin(tested, a.old_class)
         start_at = time.time() + START_DELAY_S
-        send_args = {tested: ["--probe"],
+        messages = ["--message", str(a.message), "--idle", f"{a.idle:g}"] if a.message else []
+        send_args = {tested: ["--probe"] + messages,
                      busy: ["--schedule", ",".join(f"{x:g}" for x in schedule), "--sndbuf", "16384",
                             "--start-at", f"{start_at:.4f}"]}
         result = {}
 
         def run_flows():
             try:
-                result["reports"] = tb.bulk_flows([busy, tested], total, 0.0, timeline=True, send_args=send_args)
+                result["reports"] = tb.bulk_flows([busy, tested], total, 0.0, timeline=True, send_args=send_args,
+                                                  ack_every={tested: a.message} if a.message else None)
             except Exception as exc:  # reported by the main thread, which owns the fabric
                 result["error"] = exc
 
@@ -160,6 +167,7 @@ def measure(plan, a) -> dict:
             raise RuntimeError("the flows did not report")
         settings = {"rate_mbps": a.rate, "old_class": a.old_class, "busy_class": a.busy_class,
                     "new_class": a.new_class, "hold_s": a.hold, "window_s": a.window,
+                    "message_bytes": a.message or None, "idle_s": a.idle if a.message else None,
                     "class_floor": tb.class_floor, "queue_ms": tb.queue_ms, "transport": tb.transport.to_dict(),
                     "datapath": tb.datapath}
     return {"plan": plan, "settings": settings, "reports": result["reports"], "raises": raises}
@@ -214,6 +222,11 @@ def main(argv=None) -> int:
     p.add_argument("--no-idle", action="store_true", help="leave out the raises with no busy flow")
     p.add_argument("--hold", type=float, default=1.5, help="seconds the busy flow goes on after each raise")
     p.add_argument("--window", type=float, default=1.0, help="seconds after each raise over which its cost is taken")
+    p.add_argument("--message", type=int, default=0, metavar="BYTES",
+                   help="the tested flow sends messages of this size, each answered by the receiver, with --idle "
+                        "between them (a ring step's pattern: after a raise, the stranded packets can be a "
+                        "message's tail, with nothing sent behind them); 0: it sends in bulk")
+    p.add_argument("--idle", type=float, default=0.0, help="seconds between the tested flow's messages")
     p.add_argument("--rate", type=float, default=5.0, help="host link rate, Mbit/s (the suite's 5)")
     p.add_argument("--old-class", type=int, default=1, help="the tested flow's class before a raise (0-6)")
     p.add_argument("--busy-class", type=int, default=3, help="the busy flow's class (above the old one)")
@@ -224,8 +237,10 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     try:
         befores = floats(a.before, "--before")
-        if a.episodes < 1 or a.rate <= 0 or a.hold <= 0 or not 0 < a.window <= a.hold:
-            raise BadInput("--episodes must be >= 1, --rate and --hold > 0, --window in (0, --hold]")
+        if a.episodes < 1 or a.rate <= 0 or a.hold <= 0 or not 0 < a.window <= a.hold or a.message < 0 \
+                or a.idle < 0:
+            raise BadInput("--episodes must be >= 1, --rate and --hold > 0, --window in (0, --hold], --message "
+                           "and --idle >= 0")
         if not 0 <= a.old_class < a.busy_class < a.new_class <= 6:
             raise BadInput("classes must satisfy 0 <= --old-class < --busy-class < --new-class <= 6 "
                            "(class 7 carries the ACKs)")
@@ -250,12 +265,13 @@ def main(argv=None) -> int:
     model = calibrated()
     # The twin's timer under this profile: its rto_s, at least the profile's minimum RTO (twin.fifo_settings).
     rto_s = max(model.rto_s, (transport.get("rto_min_ms") or 0) / 1000)
-    episodes, alone = analyse(raw, rto_s, model.class_change_s)
+    class_change_s = model.class_change_lossless_s if transport.get("lossless") else model.class_change_s
+    episodes, alone = analyse(raw, rto_s, class_change_s)
     result = {"command": " ".join(["scripts/bench_class_change.py"] + (argv if argv is not None else sys.argv[1:])),
               **raw["settings"], "alone_share": alone / (raw["settings"]["rate_mbps"] * 1e6 / 8),
               # The window the receiver advertised (the lossless profile bounds it): the largest the sender saw.
               "snd_wnd_max": max((s.get("snd_wnd", 0) for s in raw["reports"][1][1]["probe"]), default=None),
-              "twin_rto_s": rto_s, "twin_class_change_s": model.class_change_s, "wall_s": time.time() - t0,
+              "twin_rto_s": rto_s, "twin_class_change_s": class_change_s, "wall_s": time.time() - t0,
               "summary": summarise(episodes), "episodes": episodes}
     text = json.dumps(result, indent=2)
     if a.out:

@@ -290,6 +290,44 @@ def test_the_lossless_profiles_timer_floor_spares_a_starvation_shorter_than_it()
     assert twin.fifo_settings({"transport": PROFILES["tcp"].to_dict()})["rto_min_s"] is None
 
 
+class _RaiseJob1(Scheduler):
+    """Job 0 in class 7 and job 1 in class 1 until ``at``; then job 1 in class 7 and job 0 in class 1."""
+
+    name = "raise-job-1"
+    at = 0.1
+    period_s = 0.1
+
+    def decide(self, now):
+        raised = now >= self.at - 1e-9
+        return {j.flow(r, 0): Decision((7 if j.index == 0 else 1) if not raised else (1 if j.index == 0 else 7), 0)
+                for j in self.jobs for r in range(j.workers)}
+
+
+def test_a_live_class_change_costs_only_a_flow_raised_out_of_a_class_that_starved_it():
+    """bench_class_change.py: a raise out of a busy class costs the flow class_change_s (the lossless profile's
+    own figure under it); one out of an idle class, and the change of the flow that was not starved, nothing."""
+    a, b = _two_jobs_on_the_same_hosts_links()
+    view = LAYOUT.view()
+    from twin.engine import FluidSim
+
+    def finish(jobs, params, lossless=False):
+        r = FluidSim(Network(LAYOUT, view), jobs, _RaiseJob1(view, jobs), params, lossless=lossless).run()
+        return r, {j: t for j, ops in r.op_times.items() for _it, _b, t in ops}
+
+    free, free_times = finish([a, b], IDEAL)
+    assert free.live_class_changes == 8          # both jobs' four connections, mid-operation
+    charged, times = finish([a, b], IDEAL.with_(class_change_s=0.3, class_change_lossless_s=0.1))
+    # Job 1 was starved behind job 0: it waits 0.3 s, while job 0 (not starved, raised or not) sends on.
+    assert times[1] == pytest.approx(free_times[1] + 0.3, rel=1e-6)
+    assert times[0] == pytest.approx(free_times[0], rel=1e-6)
+    _, times = finish([a, b], IDEAL.with_(class_change_s=0.3, class_change_lossless_s=0.1), lossless=True)
+    assert times[1] == pytest.approx(free_times[1] + 0.1, rel=1e-6)
+    # Alone, job 1 is raised out of an idle class: nothing to pay.
+    _, alone_free = finish([b], IDEAL)
+    _, alone = finish([b], IDEAL.with_(class_change_s=0.3))
+    assert alone[1] == pytest.approx(alone_free[1], rel=1e-9)
+
+
 def test_the_backoff_rule_applies_only_to_flows_that_share_their_starved_fifo():
     a, b = _two_jobs_on_the_same_hosts_links()
     c = job(2, 400_000, hosts=[HOSTS[2], HOSTS[6], HOSTS[10], HOSTS[14]])

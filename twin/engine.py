@@ -153,6 +153,8 @@ class FluidSim:
         # floor under the model's: a starvation shorter than it costs no timeout.
         if rto_min_s and params.rto_s > 0:
             params = replace(params, rto_s=max(params.rto_s, float(rto_min_s)))
+        # What a live class change out of a busy class costs depends on the profile (ModelParams).
+        self.class_change_s = params.class_change_lossless_s if lossless else params.class_change_s
         # (job, iteration, bucket) -> rank -> [launch, done], what the workers log as an op's launch and done
         # (scripts/op_timeline.py sets them side by side); None unless asked for.
         self.op_trace: Optional[Dict[Tuple[int, int, int], Dict[int, List[float]]]] = {} if trace_ops else None
@@ -365,9 +367,24 @@ class FluidSim:
                     self.dirty = True
                     if self.rem[e] > 0:
                         self.live_class_changes += 1
-                        if self.p.class_change_s > 0 and not self.suspended[e]:
-                            self.suspended[e] = True
-                            self._push(self.now + self.p.class_change_s, _EV_RESUME_FLOW, e)
+                        self._change_live_class(e)
+
+    def _change_live_class(self, e: int) -> None:
+        """Flow e, with bytes in flight, changed class. Only a flow starved in its old class (under
+        ``starve_share`` of its host link until now) pays: its packets there wait behind the class that starved
+        it until the sender retransmits them in the new one (``class_change_s``; scripts/bench_class_change.py
+        measured nothing out of an idle class). Its starvation ends here, and a timer it already earned is
+        waited for as well."""
+        starved = self.rate[e] < self.p.starve_share * self.net.capacity[self.first_link[e]] / 8.0
+        if self.class_change_s <= 0 or self.suspended[e] or not starved:
+            return
+        resume = self.now + self.class_change_s
+        timed_out = self._close_starvation(e)
+        if timed_out is not None:
+            resume = max(resume, timed_out[0])
+            self.backoff[e] += timed_out[1]
+        self.suspended[e] = True
+        self._push(resume, _EV_RESUME_FLOW, e)
 
     # ------------------------------------------------------------------------------------------------ network
     def _settle(self) -> None:
