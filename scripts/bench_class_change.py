@@ -22,10 +22,12 @@ Per raise (from the switch's confirmation of the new rule, over ``--window`` sec
 * ``silence_s``: the longest time without an arrival in the window;
 * ``timeouts``, ``retransmits``: the sender's retransmission timeouts (its namespace's) and retransmitted
   segments from the burst's start to the window's end; ``max_backoff``: the largest exponential backoff;
-* ``twin_lag_s``: what the calibrated twin charges the same flow: for a raise out of the busy class, the
-  profile's class change cost (``class_change_s`` or ``class_change_lossless_s``) or the starvation rule's
-  remaining timer if the time starved before the raise reached it (``rto_s``, at least the profile's minimum
-  RTO), whichever is longer; nothing for a raise out of an idle class.
+* ``twin_lag_s``: what the calibrated twin charges the same flow: for a raise out of the busy class,
+  ``class_change_s``; with ``class_change_strands`` that only for a bulk flow (more follows its stranded
+  packets), and for a message no longer than what it can have in flight (its tail is stranded) the time the
+  rest of it takes at the class floor or its timer (``rto_s``, at least the profile's minimum RTO), whichever
+  is shorter; or the starvation rule's remaining timer if the time starved before the raise reached it,
+  whichever is longer; nothing for a raise out of an idle class.
 
 Sent only between the benchmark's own hosts (namespaces it creates). Prints the JSON; ``--out`` also writes it.
 """
@@ -55,7 +57,7 @@ if __name__ == "__main__":
 from core.fabric import FabricSpec  # noqa: E402
 from core.model import FlowKey  # noqa: E402
 from testbed.fabric import Testbed  # noqa: E402
-from testbed.transport import DEFAULT_PROFILE, PROFILES  # noqa: E402
+from testbed.transport import DEFAULT_PROFILE, PROFILES, TCP_PAYLOAD  # noqa: E402
 from twin.model import calibrated  # noqa: E402
 
 WARMUP_S = 2.0      # the tested flow alone first: out of slow start, its rate alone measured
@@ -98,18 +100,23 @@ def probe_at(samples, t: float, key: str):
     return value
 
 
-def twin_lag(before_s: float, busy: bool, rto_s: float, class_change_s: float) -> float:
+def twin_lag(before_s: float, busy: bool, rto_s: float, tail, floor_rate: float, class_change_s: float) -> float:
     """The twin's charge for a raise after ``before_s`` starved (twin/engine.py, ``_change_live_class``): a flow
-    raised out of a busy class stops for ``class_change_s``, or until the timer its starvation earned (a flow
-    starved for its timer resumes at the timer's next expiry, rto_s x (2^k - 1) from the onset), whichever is
-    later; one raised out of an idle class goes on at once."""
+    raised out of a busy class loses ``class_change_s`` if more follows its stranded bytes (``tail`` None), or
+    waits until its ``tail`` bytes drain at ``floor_rate`` or its timer fires, whichever is first; and it waits
+    for a timer its starvation earned (rto_s x (2^k - 1) from the onset) if that is later. A flow raised out of
+    an idle class goes on at once."""
     if not busy:
         return 0.0
-    timer = 0.0
+    earned = 0.0
     if before_s >= rto_s:
         k = max(1, math.ceil(math.log2(before_s / rto_s + 1) - 1e-12))
-        timer = rto_s * (2 ** k - 1) - before_s
-    return max(timer, class_change_s)
+        earned = rto_s * (2 ** k - 1) - before_s
+    if tail is None:
+        return max(earned, class_change_s)
+    # What is left of the message at the raise: it went on at the floor while starved.
+    drain = max(tail - floor_rate * before_s, 0.0) / floor_rate if floor_rate > 0 else math.inf
+    return max(earned, min(drain, rto_s))
 
 
 def plan_episodes(befores, episodes: int, idle: bool):
@@ -173,7 +180,7 @@ def measure(plan, a) -> dict:
     return {"plan": plan, "settings": settings, "reports": result["reports"], "raises": raises}
 
 
-def analyse(raw, rto_s: float, class_change_s: float):
+def analyse(raw, rto_s: float, tail, class_change_s: float):
     settings = raw["settings"]
     (_, _), (rx, tx) = raw["reports"]
     timeline, probe = rx["timeline"], tx["probe"]
@@ -182,6 +189,7 @@ def analyse(raw, rto_s: float, class_change_s: float):
     alone = (value_at(timeline, first_onset - 0.05) - value_at(timeline, first + 0.5)) / \
         max(first_onset - 0.05 - first - 0.5, 1e-9)
     window = settings["window_s"]
+    floor_rate = settings["class_floor"] * settings["rate_mbps"] * 1e6 / 8
     episodes = []
     for r in raw["raises"]:
         t0, t1 = r["confirmed"], r["confirmed"] + window
@@ -194,7 +202,7 @@ def analyse(raw, rto_s: float, class_change_s: float):
             "timeouts": probe_at(probe, t1, "timeouts") - probe_at(probe, start, "timeouts"),
             "retransmits": probe_at(probe, t1, "total_retrans") - probe_at(probe, start, "total_retrans"),
             "max_backoff": max([s["backoff"] for s in probe if r["onset"] <= s["t"] <= t1], default=0),
-            "twin_lag_s": twin_lag(r["before_s"], r["busy"], rto_s, class_change_s)})
+            "twin_lag_s": twin_lag(r["before_s"], r["busy"], rto_s, tail, floor_rate, class_change_s)})
     return episodes, alone
 
 
@@ -258,6 +266,7 @@ def main(argv=None) -> int:
             sys.stderr.write("bench_class_change.py: must run as root (it builds a Mininet fabric)\n")
             return 2
         raw = measure(plan_episodes(befores, a.episodes, not a.no_idle), a)
+        raw["command"] = " ".join(["scripts/bench_class_change.py"] + (argv if argv is not None else sys.argv[1:]))
         if a.raw:
             with open(a.raw, "w") as f:
                 json.dump(raw, f)
@@ -265,13 +274,24 @@ def main(argv=None) -> int:
     model = calibrated()
     # The twin's timer under this profile: its rto_s, at least the profile's minimum RTO (twin.fifo_settings).
     rto_s = max(model.rto_s, (transport.get("rto_min_ms") or 0) / 1000)
-    class_change_s = model.class_change_lossless_s if transport.get("lossless") else model.class_change_s
-    episodes, alone = analyse(raw, rto_s, class_change_s)
-    result = {"command": " ".join(["scripts/bench_class_change.py"] + (argv if argv is not None else sys.argv[1:])),
+    # What the twin strands: the flow's window (the profile's clamp) or its FIFO's length; a message no longer
+    # than that is all tail (nothing follows it), a bulk flow none.
+    settings = raw["settings"]
+    in_flight = min((transport.get("window_packets") or math.inf) * TCP_PAYLOAD,
+                    settings["queue_ms"] / 1000 * settings["rate_mbps"] * 1e6 / 8)
+    message = settings.get("message_bytes") or math.inf
+    tail = message if message <= in_flight else None
+    if not model.class_change_strands:
+        tail = None
+    class_change_s = model.class_change_s
+    episodes, alone = analyse(raw, rto_s, tail, class_change_s)
+    command = " ".join(["scripts/bench_class_change.py"] + (argv if argv is not None else sys.argv[1:]))
+    result = {"command": raw.get("command", command), "analysed_by": command,
               **raw["settings"], "alone_share": alone / (raw["settings"]["rate_mbps"] * 1e6 / 8),
               # The window the receiver advertised (the lossless profile bounds it): the largest the sender saw.
               "snd_wnd_max": max((s.get("snd_wnd", 0) for s in raw["reports"][1][1]["probe"]), default=None),
-              "twin_rto_s": rto_s, "twin_class_change_s": class_change_s, "wall_s": time.time() - t0,
+              "twin_rto_s": rto_s, "twin_tail_bytes": tail, "twin_class_change_s": class_change_s,
+              "wall_s": time.time() - t0,
               "summary": summarise(episodes), "episodes": episodes}
     text = json.dumps(result, indent=2)
     if a.out:

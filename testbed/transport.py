@@ -11,7 +11,10 @@ outstanding. The emulation carries TCP through tc FIFOs. A profile says which of
       ``window_packets`` full packets (``TCP_WINDOW_CLAMP`` on the listening socket, ``--window-clamp``), as an
       RDMA sender's outstanding work bounds what it has on the wire; 8 packets are about twice the
       bandwidth-delay product of a 3-hop path at any emulated rate (the per-hop packet time and the rate scale
-      together). Routes cannot do it: the route's ``window`` did not reach accepted connections (a receiver
+      together). The clamp alone does not hold on recent kernels (receive-buffer autotuning and the first
+      full-sized packet reset it: on 6.18 senders saw 65,535-byte windows), so receivers also lock their
+      receive buffer and set the clamp again as data arrives (workloads/allreduce.py, ``clamp_listener``,
+      ``hold_clamp``). Routes cannot do it: the route's ``window`` did not reach accepted connections (a receiver
       advertised 53 KB under an 11.6 KB route window), and a locked route ``cwnd`` is only applied from the
       kernel's TCP metrics cache, which has no entry for a first connection (measured: cwnd 22 under
       ``cwnd lock 8``);

@@ -303,28 +303,56 @@ class _RaiseJob1(Scheduler):
                 for j in self.jobs for r in range(j.workers)}
 
 
+class _RaiseJob1Early(_RaiseJob1):
+    at = 0.01
+    period_s = 0.01
+
+
 def test_a_live_class_change_costs_only_a_flow_raised_out_of_a_class_that_starved_it():
-    """bench_class_change.py: a raise out of a busy class costs the flow class_change_s (the lossless profile's
-    own figure under it); one out of an idle class, and the change of the flow that was not starved, nothing."""
-    a, b = _two_jobs_on_the_same_hosts_links()
+    """bench_class_change.py: a flow raised out of a busy class loses class_change_s when more of its step
+    follows its stranded bytes, and waits for them to drain (or for its timer) when they are the step's tail;
+    the change of a flow that was not starved, and a raise out of an idle class, cost nothing."""
     view = LAYOUT.view()
     from twin.engine import FluidSim
 
-    def finish(jobs, params, lossless=False):
-        r = FluidSim(Network(LAYOUT, view), jobs, _RaiseJob1(view, jobs), params, lossless=lossless).run()
+    def finish(jobs, params, scheduler=_RaiseJob1, **kw):
+        r = FluidSim(Network(LAYOUT, view), jobs, scheduler(view, jobs), params, **kw).run()
         return r, {j: t for j, ops in r.op_times.items() for _it, _b, t in ops}
 
-    free, free_times = finish([a, b], IDEAL)
+    base = IDEAL.with_(rto_s=0.3)     # job 1's short starvation earns no timer of its own
+    strands = base.with_(class_change_strands=1, class_change_s=0.25)
+    # 100 kB steps, more than the FIFO holds: later packets repair the stranded ones, job 1 loses 0.25 s, and
+    # job 0, not starved when it moved down, sends on.
+    a, b = _two_jobs_on_the_same_hosts_links()
+    free, free_times = finish([a, b], base)
     assert free.live_class_changes == 8          # both jobs' four connections, mid-operation
-    charged, times = finish([a, b], IDEAL.with_(class_change_s=0.3, class_change_lossless_s=0.1))
-    # Job 1 was starved behind job 0: it waits 0.3 s, while job 0 (not starved, raised or not) sends on.
-    assert times[1] == pytest.approx(free_times[1] + 0.3, rel=1e-6)
+    charged, times = finish([a, b], strands)
+    assert times[1] == pytest.approx(free_times[1] + 0.25, rel=1e-6)
     assert times[0] == pytest.approx(free_times[0], rel=1e-6)
-    _, times = finish([a, b], IDEAL.with_(class_change_s=0.3, class_change_lossless_s=0.1), lossless=True)
-    assert times[1] == pytest.approx(free_times[1] + 0.1, rel=1e-6)
+    assert charged.timeouts == free.timeouts
+    # 10 kB steps under the lossless profile: job 1's whole step (its tail) waits in class 1 and drains at the
+    # class floor (1% of 10 Mbit/s) from the raise (0.015 s: the decision at 0.01 and the reaction), before
+    # its 5 s timer.
+    a = job(0, 40_000, hosts=[HOSTS[0], HOSTS[4], HOSTS[8], HOSTS[12]])
+    b = job(1, 40_000, hosts=[HOSTS[1], HOSTS[5], HOSTS[9], HOSTS[13]])
+    lossless = dict(class_floor=0.01, lossless=True, window_packets=8, rto_min_s=5.0)
+    free, free_times = finish([a, b], base, _RaiseJob1Early, **lossless)
+    charged, times = finish([a, b], strands, _RaiseJob1Early, **lossless)
+    floor = 0.01 * 1e7 / 8
+    step = max(chunk_bytes(40_000, 4)) + 8
+    assert times[1] - free_times[1] == pytest.approx((step - 0.015 * floor) / floor, abs=0.01)
+    assert charged.timeouts == free.timeouts
+    # Without class_change_strands the tail costs what a bulk flow's stranded packets do.
+    _, times = finish([a, b], base.with_(class_change_s=0.25), _RaiseJob1Early, **lossless)
+    assert times[1] - free_times[1] == pytest.approx(0.25, abs=1e-3)
+    # Without a floor the tail never drains: the timer fires (0.3 s), one timeout per connection.
+    free, free_times = finish([a, b], base, _RaiseJob1Early)
+    charged, times = finish([a, b], strands, _RaiseJob1Early)
+    assert times[1] == pytest.approx(free_times[1] + 0.3, rel=1e-6)
+    assert charged.timeouts[1] == free.timeouts.get(1, 0) + 4
     # Alone, job 1 is raised out of an idle class: nothing to pay.
-    _, alone_free = finish([b], IDEAL)
-    _, alone = finish([b], IDEAL.with_(class_change_s=0.3))
+    _, alone_free = finish([b], base)
+    _, alone = finish([b], strands)
     assert alone[1] == pytest.approx(alone_free[1], rel=1e-9)
 
 

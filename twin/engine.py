@@ -153,8 +153,6 @@ class FluidSim:
         # floor under the model's: a starvation shorter than it costs no timeout.
         if rto_min_s and params.rto_s > 0:
             params = replace(params, rto_s=max(params.rto_s, float(rto_min_s)))
-        # What a live class change out of a busy class costs depends on the profile (ModelParams).
-        self.class_change_s = params.class_change_lossless_s if lossless else params.class_change_s
         # (job, iteration, bucket) -> rank -> [launch, done], what the workers log as an op's launch and done
         # (scripts/op_timeline.py sets them side by side); None unless asked for.
         self.op_trace: Optional[Dict[Tuple[int, int, int], Dict[int, List[float]]]] = {} if trace_ops else None
@@ -370,21 +368,35 @@ class FluidSim:
                         self._change_live_class(e)
 
     def _change_live_class(self, e: int) -> None:
-        """Flow e, with bytes in flight, changed class. Only a flow starved in its old class (under
-        ``starve_share`` of its host link until now) pays: its packets there wait behind the class that starved
-        it until the sender retransmits them in the new one (``class_change_s``; scripts/bench_class_change.py
-        measured nothing out of an idle class). Its starvation ends here, and a timer it already earned is
-        waited for as well."""
+        """Flow e, with bytes in flight, changed class. Only a flow starved in its old class (sending at under
+        ``starve_share`` of its host link until now) pays: what it has in flight stays in the old FIFO, behind
+        the class that starved it. It loses ``class_change_s``: the packets it sends next in the new class let
+        TCP detect and resend the stranded ones. With ``class_change_strands``, that holds only if its step has
+        more left than it can have in flight (its window, or what its host link's FIFO holds where the profile
+        sets none); if not, the stranded bytes are the step's tail, nothing follows them, and the step waits
+        until they drain at the flow's old rate or its retransmission timer fires and resends them (one
+        timeout), whichever is first. scripts/bench_class_change.py measured both cases. The starvation ends
+        here, and a timer it already earned is waited for as well."""
         starved = self.rate[e] < self.p.starve_share * self.net.capacity[self.first_link[e]] / 8.0
-        if self.class_change_s <= 0 or self.suspended[e] or not starved:
+        if not (self.p.class_change_strands or self.p.class_change_s) or self.suspended[e] or not starved:
             return
-        resume = self.now + self.class_change_s
+        in_flight = min(self.window_bytes, float(self.fifo_bytes[self.first_link[e]]))
+        if not self.p.class_change_strands or self.rem[e] > in_flight:
+            cost = self.p.class_change_s
+        else:
+            timer = self._timer(e)
+            drain = float(self.rem[e]) / self.rate[e] if self.rate[e] > 0 else math.inf
+            if drain >= timer:
+                self._count_timeouts(e, 1)
+            cost = min(drain, timer)
+        resume = self.now + cost
         timed_out = self._close_starvation(e)
         if timed_out is not None:
             resume = max(resume, timed_out[0])
             self.backoff[e] += timed_out[1]
-        self.suspended[e] = True
-        self._push(resume, _EV_RESUME_FLOW, e)
+        if resume > self.now + _EPS_T:
+            self.suspended[e] = True
+            self._push(resume, _EV_RESUME_FLOW, e)
 
     # ------------------------------------------------------------------------------------------------ network
     def _settle(self) -> None:

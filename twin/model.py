@@ -71,16 +71,20 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     for each of its flows (the FIFO's length is testbed/qos.py's, ``queue_ms`` of the link rate),
                     so a flow's window falls below what fast retransmit needs and losses end in timeouts. Charged
                     for the share of the step's time spent there. 0: off; never under the lossless profile.
-``class_change_s``  cost of a live class change out of a busy class: a flow that is starved (sending at under
-                    ``starve_share`` of its host link) when its class changes while it has bytes in flight stops
-                    for this long, or until the timer its starvation already earned, whichever is later (its
-                    packets in the old FIFO wait behind the class that starved it; the sender retransmits them
-                    in the new class). A flow that was not starved goes on at once. scripts/bench_class_change.py
-                    measured 0.04-0.09 s under the tcp profile after starvations shorter than the timer, and
-                    nothing measurable out of an idle class. 0: off.
-``class_change_lossless_s`` the same under the lossless profile (its runs' ``transport.lossless``), where the
-                    benchmark measured 0.12-0.24 s: the stranded packets are one clamped window, recovered by
-                    retransmission after a reordering wait.
+``class_change_s``  what a live class change costs a flow that was starved in its old class (sending at under
+                    ``starve_share`` of its host link) while it had bytes in flight: those bytes stay in the old
+                    FIFO and TCP resends them once the flow's later packets, in the new class, are acknowledged;
+                    it stops for this long. A flow that was not starved goes on at once.
+                    scripts/bench_class_change.py measured, per raise out of a busy class, 0.04-0.11 s (medians)
+                    for bulk flows under tcp and 0.12-0.24 s under lossless (0.1 calibrated), and nothing out of
+                    an idle class. 0: off.
+``class_change_strands`` 1: the same only where more of the flow's step follows what it has in flight (its window,
+                    or its host link's FIFO where the profile sets no window); otherwise the stranded bytes are
+                    the step's tail, nothing follows them, and the step waits until they drain at the flow's old
+                    rate or its timer (``rto_s``, at least the profile's minimum) fires, whichever is first (one
+                    timeout then). The benchmark measured such tails (messages of one window): 0.12-0.68 s and
+                    one timeout per raise under tcp, 0.78-1.32 s draining at the class floor under lossless. Tried
+                    against the suite and not calibrated (docs/twin.md). 0: off.
 
 Two parameters of the controller are not artefacts and are the same in both models: ``event_latency_s`` (worker
 to controller) and ``reaction_latency_s`` (decision to rules in the switches); ``decide_batch_s`` is how long the
@@ -89,7 +93,7 @@ controller collects events before deciding once for all of them (it handles even
 ``IDEAL`` has every artefact off. ``calibrated()`` reads the fitted terms from ``twin/calibrated.json``, which
 ``scripts/fit_twin.py`` writes from finished ECMP emulation runs only (so that any agreement on the other
 policies is a prediction, not a fit); the measured terms (``goodput``, ``rto_s``, ``priority_hol_packets`` and
-its short-gap rule, ``class_change_s`` and ``class_change_lossless_s``) come from benchmarks. ``physical()``
+its short-gap rule, ``class_change_s``) come from benchmarks. ``physical()``
 keeps those and turns the fitted delays off (``step_latency_s``, ``queue_delay_s``, ``queue_backlog``,
 ``overflow_timeouts``): the optimistic end of the calibrated model, which scripts/bounds.py uses so that a bound
 is not lowered by a fitted delay.
@@ -103,7 +107,7 @@ from typing import Any, Dict, Mapping, Optional, Union
 
 CALIBRATED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibrated.json")
 ARTEFACTS = ("goodput", "step_latency_s", "queue_delay_s", "queue_backlog", "priority_hol_packets", "rto_s",
-             "overflow_timeouts", "class_change_s", "class_change_lossless_s")
+             "overflow_timeouts", "class_change_s", "class_change_strands")
 
 
 @dataclass(frozen=True)
@@ -127,7 +131,7 @@ class ModelParams:
     fifo_flow_packets: float = 2.0
     rto_rttvar: float = 0.0
     class_change_s: float = 0.0
-    class_change_lossless_s: float = 0.0
+    class_change_strands: float = 0.0
     event_latency_s: float = 0.0005
     reaction_latency_s: float = 0.005
     decide_batch_s: float = 0.001
@@ -159,13 +163,11 @@ class ModelParams:
 
 IDEAL = ModelParams()
 
-#: The calibrated model's measured terms (goodput, rto_s, rto_backoff, priority_hol_*, class_change_*), and its
-#: fitted ones until a fit is written (the prototype's values). The class change costs are from
-#: results/twin/class-change/: tcp, the mean of the median lags after 0.05 and 0.15 s of starvation (0.042,
-#: 0.093; longer ones are the starvation rule's); lossless, the median of its three medians (0.116-0.237).
+#: The calibrated model's measured terms (goodput, rto_s, rto_backoff, priority_hol_*, class_change_s), and its
+#: fitted ones until a fit is written (the prototype's values).
 DEFAULT_CALIBRATION = {"goodput": 0.956, "step_latency_s": 0.004, "queue_delay_s": 0.030, "rto_s": 0.2,
                        "rto_backoff": 1.0, "priority_hol_packets": 2.5, "priority_hol_min_packets": 0.7,
-                       "priority_hol_floor_packets": 0.2, "class_change_s": 0.07, "class_change_lossless_s": 0.15}
+                       "priority_hol_floor_packets": 0.2, "class_change_s": 0.1}
 
 
 def calibrated(path: str = CALIBRATED_FILE) -> ModelParams:
