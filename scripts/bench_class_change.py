@@ -34,7 +34,6 @@ Sent only between the benchmark's own hosts (namespaces it creates). Prints the 
 from __future__ import annotations
 
 import argparse
-import bisect
 import json
 import math
 import os
@@ -59,45 +58,12 @@ from core.model import FlowKey  # noqa: E402
 from testbed.fabric import Testbed  # noqa: E402
 from testbed.transport import DEFAULT_PROFILE, PROFILES, TCP_PAYLOAD  # noqa: E402
 from twin.model import calibrated  # noqa: E402
+# The reading of testbed.traffic's timelines and probes, and the twin's starvation rule, as bench_starvation has them.
+from scripts.bench_starvation import BadInput, floats, longest_silence, probe_at, twin_rule, value_at  # noqa: E402
 
 WARMUP_S = 2.0      # the tested flow alone first: out of slow start, its rate alone measured
 REST_S = 2.5        # after each episode, before the next burst: the flow back to its rate alone
 START_DELAY_S = 1.5  # from launching the flows to the busy flow's schedule (processes started, connected)
-
-
-class BadInput(Exception):
-    pass
-
-
-def floats(text: str, name: str):
-    try:
-        values = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise BadInput(f"{name}: expected numbers separated by commas (got {text!r})")
-    if not values or any(v <= 0 for v in values):
-        raise BadInput(f"{name}: expected positive numbers (got {text!r})")
-    return values
-
-
-def value_at(timeline, t: float) -> float:
-    """Bytes received by time t (the last point at or before it)."""
-    times = [p[0] for p in timeline]
-    i = bisect.bisect_right(times, t) - 1
-    return timeline[i][1] if i >= 0 else 0
-
-
-def longest_silence(timeline, start: float, end: float) -> float:
-    times = [start] + [t for t, _ in timeline if start < t < end] + [end]
-    return max(b - a for a, b in zip(times, times[1:]))
-
-
-def probe_at(samples, t: float, key: str):
-    value = samples[0][key] if samples else 0
-    for s in samples:
-        if s["t"] > t:
-            break
-        value = s[key]
-    return value
 
 
 def twin_lag(before_s: float, busy: bool, rto_s: float, tail, floor_rate: float, class_change_s: float) -> float:
@@ -108,10 +74,7 @@ def twin_lag(before_s: float, busy: bool, rto_s: float, tail, floor_rate: float,
     an idle class goes on at once."""
     if not busy:
         return 0.0
-    earned = 0.0
-    if before_s >= rto_s:
-        k = max(1, math.ceil(math.log2(before_s / rto_s + 1) - 1e-12))
-        earned = rto_s * (2 ** k - 1) - before_s
+    earned = twin_rule(before_s, rto_s)[0]
     if tail is None:
         return max(earned, class_change_s)
     # What is left of the message at the raise: it went on at the floor while starved.
