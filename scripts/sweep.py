@@ -554,7 +554,9 @@ def _run_on_cluster(args, out, combos, commands, emulation, counts, bar, say) ->
 
     def stop(signum, frame):
         raise KeyboardInterrupt
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    # SIGINT too, rather than Python's default handler: a sweep started where SIGINT is ignored (a background
+    # job of a script) would otherwise inherit the disposition and run on, while the local loop stops on it.
+    previous = {sig: signal.signal(sig, stop) for sig in FORWARDED_SIGNALS}
     try:
         bar.set_description(f"sweep on {args.cluster}")
         sweep_cluster.run_all(args.cluster, todo, out, 1 + args.retries, lambda d: move_aside(out, d), judge,
