@@ -11,9 +11,9 @@ fabric with the testbed's classes, FIFOs and the chosen transport profile: the f
 in ``--busy-class`` (above it) sends in bursts, each leaving the tested flow its class floor. ``--before``
 seconds into a burst the controller raises the tested flow to ``--new-class`` (above the busy one): from then
 on the fluid model gives it the whole port, while its packets already in the old FIFO wait behind the busy
-class. After the burst it goes back to its old class (nothing
-else is sending then, so that move strands nothing). Each raise is also made once with no burst (``idle``
-episodes): the flow's own packets are then all that is in the way.
+class. After the burst it goes back to its old class (nothing else is sending then, so that move strands
+nothing). Each raise is also made once with no burst (``idle`` episodes): the flow's own packets are then all
+that is in the way.
 
 Per raise (from the switch's confirmation of the new rule, over ``--window`` seconds):
 
@@ -243,9 +243,7 @@ def main(argv=None) -> int:
     in_flight = min((transport.get("window_packets") or math.inf) * TCP_PAYLOAD,
                     settings["queue_ms"] / 1000 * settings["rate_mbps"] * 1e6 / 8)
     message = settings.get("message_bytes") or math.inf
-    tail = message if message <= in_flight else None
-    if not model.class_change_strands:
-        tail = None
+    tail = message if model.class_change_strands and message <= in_flight else None
     class_change_s = model.class_change_s
     episodes, alone = analyse(raw, rto_s, tail, class_change_s)
     command = " ".join(["scripts/bench_class_change.py"] + (argv if argv is not None else sys.argv[1:]))

@@ -654,8 +654,8 @@ class Testbed:
         are returned. ``ack_every``: the receivers of those flows answer the sender's messages of that size."""
         by_ip = {h.ip: h for h in self.layout.hosts}
         py = [sys.executable, "-m", "testbed.traffic"]
-        # Receivers clamp their window as the profile's workers do (the lossless profile bounds data in flight).
-        clamp = ["--window-clamp", self.transport.worker_args()[1]] if self.transport.worker_args() else []
+        # Receivers clamp their window as the profile's workers do (the same --window-clamp flag).
+        clamp = self.transport.worker_args()
         pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         servers = [self.host_popen(by_ip[f.dst_ip].name, py + ["serve", "--bind", f.dst_ip, "--port",
                                                                str(f.dst_port), "--duration", str(duration),

@@ -68,7 +68,7 @@ def serve(bind: str, port: int, duration: float, warmup: float, timeline: bool =
         if n == 0:
             break
         now = time.monotonic()
-        if window_clamp and (total == 0 or total // CHUNK != (total + n) // CHUNK):
+        if window_clamp:
             hold_clamp(conn, window_clamp)
         before, total = total, total + n
         if ack_every and total // ack_every > before // ack_every:

@@ -389,14 +389,7 @@ class FluidSim:
             if drain >= timer:
                 self._count_timeouts(e, 1)
             cost = min(drain, timer)
-        resume = self.now + cost
-        timed_out = self._close_starvation(e)
-        if timed_out is not None:
-            resume = max(resume, timed_out[0])
-            self.backoff[e] += timed_out[1]
-        if resume > self.now + _EPS_T:
-            self.suspended[e] = True
-            self._push(resume, _EV_RESUME_FLOW, e)
+        self._end_starvation(e, not_before=self.now + cost)
 
     # ------------------------------------------------------------------------------------------------ network
     def _settle(self) -> None:
@@ -681,14 +674,14 @@ class FluidSim:
         self._count_timeouts(c, k)
         return since + base * (2 ** k - 1), k
 
-    def _end_starvation(self, c: int) -> bool:
+    def _end_starvation(self, c: int, not_before: float = 0.0) -> bool:
         """Capacity is back for flow c: if it was starved long enough to time out, it sleeps until its next
-        retransmission timer (True), else it goes on at once (False)."""
+        retransmission timer, and in any case until ``not_before`` (True), else it goes on at once (False)."""
         timed_out = self._close_starvation(c)
-        if timed_out is None:
-            return False
-        resume, k = timed_out
-        self.backoff[c] += k
+        resume = not_before
+        if timed_out is not None:
+            resume = max(resume, timed_out[0])
+            self.backoff[c] += timed_out[1]
         if resume > self.now + _EPS_T and not self.suspended[c]:
             self.suspended[c] = True
             self.dirty = True
