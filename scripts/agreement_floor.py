@@ -105,9 +105,10 @@ def scenarios_and_variants(folder: str) -> List[Tuple[str, str]]:
 
 
 def agreement(emulation: str, twin: Optional[str], repeat: Optional[str],
-              variants: Optional[List[str]] = None) -> dict:
+              variants: Optional[List[str]] = None, faithful_only: bool = False) -> dict:
     """The three measures (module docstring) for every (scenario, variant) pair of the emulation's suite folder
-    that has at least two completed runs, per variant."""
+    that has at least two completed runs, per variant; with ``faithful_only``, emulation runs the fidelity verdict
+    calls unfaithful are left out (in both emulation folders)."""
     kinds = ["leave_one_out", "twin_leave_one_out", "twin", "repeat", "retest"]
     tallies: Dict[str, Dict[str, Tally]] = {}
     ranked: Dict[str, list] = {"twin": [], "repeat": []}
@@ -115,7 +116,7 @@ def agreement(emulation: str, twin: Optional[str], repeat: Optional[str],
     for scenario, variant in scenarios_and_variants(emulation):
         if variants and variant not in variants:
             continue
-        runs: Runs = completed_runs([emulation], scenario, variant, faithful_only=False)[0]
+        runs: Runs = completed_runs([emulation], scenario, variant, faithful_only)[0]
         if len(runs) < 2:
             continue
         t = tallies.setdefault(variant, {k: Tally() for k in kinds})
@@ -134,7 +135,7 @@ def agreement(emulation: str, twin: Optional[str], repeat: Optional[str],
             ranked["twin"].append({"scenario": scenario, "variant": variant, "u": suite_mean[CLUSTER],
                                    "u_other": twin_figures[CLUSTER]})
         if repeat:
-            again = completed_runs([repeat], scenario, variant, faithful_only=False)[0]
+            again = completed_runs([repeat], scenario, variant, faithful_only)[0]
             originals = {run_id(k): r for k, r in runs.items()}
             for key, figures in again.items():
                 t["repeat"].add(figures, suite_mean)
@@ -144,7 +145,7 @@ def agreement(emulation: str, twin: Optional[str], repeat: Optional[str],
                 ranked["repeat"].append({"scenario": scenario, "variant": variant, "u": suite_mean[CLUSTER],
                                          "u_other": mean_figures(list(again.values()))[CLUSTER]})
             unfaithful[variant] = unfaithful.get(variant, 0) + unfaithful_runs(repeat, scenario, variant)
-    out = {"bands": {"cluster": CLUSTER_BAND, "job": JOB_BAND},
+    out = {"bands": {"cluster": CLUSTER_BAND, "job": JOB_BAND}, "faithful_only": faithful_only,
            "emulation": emulation, "twin": twin, "repeat": repeat,
            "variants": {v: {k: t.to_dict() for k, t in kinds_.items() if t.cluster}
                         for v, kinds_ in tallies.items()},
@@ -176,7 +177,8 @@ def markdown(result: dict) -> str:
     lines += ["", "Pairs of variants the suite's means separate by more than 0.01 and the other orders the other "
               "way: " + ", ".join(f"{k} {n}" for k, n in result["discordant_pairs"].items()) + "."]
     if result.get("repeat_runs_unfaithful"):
-        lines.append("Repeated runs the fidelity verdict calls unfaithful (kept): " + ", ".join(
+        kept = "left out" if result["faithful_only"] else "kept"
+        lines.append(f"Repeated runs the fidelity verdict calls unfaithful ({kept}): " + ", ".join(
             f"{v} {n}" for v, n in result["repeat_runs_unfaithful"].items()) + ".")
     return "\n".join(lines) + "\n"
 
@@ -188,6 +190,8 @@ def main(argv=None) -> int:
     p.add_argument("--twin", help="the twin's suite folder")
     p.add_argument("--repeat", help="a suite folder of emulation runs made again (same seeds)")
     p.add_argument("--variants", help="comma-separated (default: every variant in --emulation)")
+    p.add_argument("--faithful-only", action="store_true",
+                   help="leave out emulation runs the fidelity verdict calls unfaithful")
     p.add_argument("--md", metavar="FILE", help="also write the table as Markdown")
     args = p.parse_args(argv)
     for name in ("emulation", "twin", "repeat"):
@@ -196,7 +200,7 @@ def main(argv=None) -> int:
             sys.stderr.write(f"agreement_floor.py: --{name}: no folder {folder}\n")
             return 2
     variants = [v.strip() for v in args.variants.split(",")] if args.variants else None
-    result = agreement(args.emulation, args.twin, args.repeat, variants)
+    result = agreement(args.emulation, args.twin, args.repeat, variants, args.faithful_only)
     if not result["variants"]:
         sys.stderr.write(f"agreement_floor.py: no pair in {args.emulation} has two completed runs\n")
         return 2

@@ -33,6 +33,8 @@ def test_leave_one_out_repeat_and_retest_counts_on_a_hand_computed_suite(tmp_pat
     # The suite has crux (0.65) above ecmp (0.51); the twin has ecmp (0.70) above crux (0.64).
     assert result["discordant_pairs"] == {"twin": 1, "repeat": 0}
     assert "repeat" not in result["variants"]["ecmp"]
+    # Left out as unfaithful, the repeated run is judged nowhere.
+    assert "repeat" not in agreement_floor.agreement(emulation, twin, repeat, faithful_only=True)["variants"]["crux"]
     md = tmp_path / "a.md"
     assert agreement_floor.main(["--emulation", emulation, "--twin", twin, "--variants", "crux", "--md", str(md)]) == 0
     assert list(json.loads(capsys.readouterr().out)["variants"]) == ["crux"]
