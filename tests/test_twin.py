@@ -47,6 +47,20 @@ def test_strict_priority_and_max_min_by_hand():
     assert allocate(routes, np.array([0, 5, 3, 3]), cap) == pytest.approx([0, 10, 0, 0])
 
 
+def test_weighted_max_min_inside_a_class_by_hand():
+    # One link of 9: weights 1 and 2 give 3 and 6.
+    assert allocate(np.array([[0], [0]]), np.array([3, 3]), np.array([9.0]), weight=np.array([1.0, 2.0])) == \
+        pytest.approx([3, 6])
+    # A (weight 1) on link 0 of 1; B (weight 1) on links 0 and 1; C (weight 2) on link 1 of 10: link 0 is the
+    # bottleneck of A and B (0.5 each), C takes the rest of link 1.
+    routes = np.array([[0, -1], [0, 1], [1, -1]])
+    assert allocate(routes, np.array([3, 3, 3]), np.array([1.0, 10.0]), weight=np.array([1.0, 1.0, 2.0])) == \
+        pytest.approx([0.5, 0.5, 9.5])
+    # Weights act inside a class, not across: class 7 still takes the link first.
+    assert allocate(np.array([[0], [0], [0]]), np.array([7, 3, 3]), np.array([9.0]),
+                    weight=np.array([1.0, 1.0, 2.0])) == pytest.approx([9, 0, 0])
+
+
 def test_a_flow_crossing_a_link_twice_counts_twice():
     assert allocate(np.array([[0, 0], [0, -1]]), np.array([0, 0]), np.array([9.0])) == pytest.approx([3, 3])
 
@@ -506,6 +520,31 @@ def test_a_job_fifo_order_serves_the_older_operation_first(ring_model):
     assert op_times(0.5) == pytest.approx({0: 8 / 3 * step, 1: 4 * step}, rel=1e-9)
     with pytest.raises(ValueError, match="job_fifo_order"):
         IDEAL.with_(job_fifo_order=1.5)
+
+
+def test_progress_weight_gives_the_operation_further_along_more_of_its_class():
+    from twin.engine import FluidSim
+    view = LAYOUT.view()
+    # One job of two workers, two buckets launched together on one path: A's steps twice B's (2 S against S).
+    small = 100_000
+    large = 2 * (2 * (chunk_bytes(small, 2)[0] + 8) - 8)     # chunks of 2 S less a header: steps of 2 S
+    hosts = [HOSTS[0], HOSTS[4]]
+    profile = ModelProfile("two", "t", 1, (Bucket(0, large, 0.0, 0.0), Bucket(1, small, 0.0, 0.0)))
+    one = JobSpec(0, "j0", profile, 2, 1, hosts=tuple(h[0] for h in hosts), addresses=tuple(h[1] for h in hosts))
+    unit = (chunk_bytes(small, 2)[0] + 8) * 8 / (10 * MBIT)
+    assert chunk_bytes(large, 2)[0] + 8 == 2 * (chunk_bytes(small, 2)[0] + 8)
+
+    def op_times(weight):
+        params = IDEAL.with_(progress_weight=weight)
+        r = FluidSim(Network(LAYOUT, view), [one], _OneClassOnePath(view, [one]), params, ring_model="steps").run()
+        assert r.completed and r.sim_time_s == pytest.approx(6 * unit, rel=1e-9)  # the link is never idle
+        return {bucket: t for _it, bucket, t in r.op_times[0]}
+
+    # Max-min: B's first step ends at 2 units, its second with A's first at 4, A's second alone at 6. With weight
+    # 2, B, half done after its first step, weighs 2 against A's 1: its second step at 2/3 of the link ends at
+    # 3.5, A's first at 4 as before.
+    assert op_times(0) == pytest.approx({0: 6 * unit, 1: 4 * unit}, rel=1e-9)
+    assert op_times(2) == pytest.approx({0: 6 * unit, 1: 3.5 * unit}, rel=1e-9)
 
 
 @pytest.mark.parametrize("ring_model", ["steps", "pipelined"])

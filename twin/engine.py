@@ -419,8 +419,9 @@ class FluidSim:
             if not idx.size:
                 self.lowest_busy[:] = 8     # nothing sends: no lower class has any link
                 break
+            weight = self._progress_weights(idx) if self.p.progress_weight > 0 else None
             rates = allocate(self.routes[idx], self.cls[idx], self.net.capacity, self.class_mode,
-                             self.class_floor) / 8.0
+                             self.class_floor, weight) / 8.0
             self.rate[idx] = rates
             if self.p.rto_s > 0 and self._check_starvation(idx, rates):
                 # Flows that timed out wait for their timers: share the links without them.
@@ -438,6 +439,16 @@ class FluidSim:
                                    np.inf)
         self.finish[~self.active | self.suspended] = np.inf
         self.dirty = False
+
+    def _progress_weights(self, idx: np.ndarray) -> np.ndarray:
+        """``progress_weight``: each flow's weight in its class, 1 plus the term times the fraction of its
+        operation's ring steps its ranks have sent."""
+        weight = np.ones(idx.size)
+        for i, e in enumerate(idx):
+            op = self.xfer_op[e]
+            if op is not None:
+                weight[i] += self.p.progress_weight * sum(op.sent) / (op.workers * op.steps)
+        return weight
 
     def _serve_in_launch_order(self, idx: np.ndarray, rates: np.ndarray) -> None:
         """``job_fifo_order``: among a job's flows that share class and route, that share of what each gets under

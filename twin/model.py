@@ -20,6 +20,10 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     with the same class and route, this share of each one's max-min rate goes to the flow of the
                     operation launched first (0: the fluid model's fair sharing; 1: strictly first come, first
                     served inside the job). Not calibrated: measured against the suite in docs/twin.md.
+``progress_weight`` sharing that is not max-min: inside a class, a flow's weight is 1 plus this times the
+                    fraction of its operation's ring steps done (weighted max-min), so the operation that is
+                    further along gets more and jobs in step drift apart. Not calibrated: tried against the
+                    suite in docs/twin.md.
 ``queue_backlog``   a ring step's wait behind the packets queued ahead of it in its class FIFO, which the fluid
                     model's sharing does not have (a FIFO serves packets in the order they came, so a short
                     message behind a long one waits for the queue first): on every saturated link of its path,
@@ -120,6 +124,7 @@ class ModelParams:
     queue_delay_s: float = 0.0
     queue_backlog: float = 0.0
     job_fifo_order: float = 0.0
+    progress_weight: float = 0.0
     priority_hol_packets: float = 0.0
     priority_hol_min_packets: float = 0.0
     priority_hol_floor_packets: float = 0.0

@@ -155,19 +155,23 @@ def hashed_path(flow: FlowKey, n_paths: int, seed: int, model: str = "ovs") -> i
     return int.from_bytes(digest, "big") % n_paths
 
 
-def maxmin(flow_of: np.ndarray, link_of: np.ndarray, flows: int, capacity: np.ndarray) -> np.ndarray:
+def maxmin(flow_of: np.ndarray, link_of: np.ndarray, flows: int, capacity: np.ndarray,
+           weight: Optional[np.ndarray] = None) -> np.ndarray:
     """Max-min fair rates of ``flows`` flows; incidence pair i says flow ``flow_of[i]`` crosses ``link_of[i]``
-    (a flow crossing a link twice counts twice). Progressive filling, all bottlenecks of a level at once."""
+    (a flow crossing a link twice counts twice). Progressive filling, all bottlenecks of a level at once. With
+    ``weight`` (one positive number per flow), weighted max-min: a flow gets its weight times its bottleneck's
+    level."""
     rate = np.zeros(flows)
     if flows == 0 or flow_of.size == 0:
         return rate
+    weight = np.ones(flows) if weight is None else np.asarray(weight, dtype=float)
     # Work on the links the flows use only: a few hundred of a large fabric's thousands.
     used_links, link = np.unique(link_of, return_inverse=True)
     residual = np.maximum(capacity[used_links].astype(float), 0.0)
     n_links = used_links.size
     f = flow_of
     while f.size:
-        count = np.bincount(link, minlength=n_links)
+        count = np.bincount(link, weights=weight[f], minlength=n_links)
         used = count > 0
         share = np.full(n_links, np.inf)
         share[used] = residual[used] / count[used]
@@ -175,9 +179,9 @@ def maxmin(flow_of: np.ndarray, link_of: np.ndarray, flows: int, capacity: np.nd
         level = per_inc.min()
         frozen = np.zeros(flows, dtype=bool)
         frozen[f[per_inc <= level * (1 + _REL) + 1e-300]] = True
-        rate[frozen] = level
+        rate[frozen] = level * weight[frozen]
         hit = frozen[f]
-        residual -= np.bincount(link[hit], minlength=n_links) * level
+        residual -= np.bincount(link[hit], weights=weight[f[hit]], minlength=n_links) * level
         np.maximum(residual, 0.0, out=residual)
         f, link = f[~hit], link[~hit]
     return rate
@@ -190,17 +194,18 @@ def incidence(routes: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def allocate(routes: np.ndarray, classes: np.ndarray, capacity: np.ndarray, mode: str = "strict",
-             floor: float = 0.0) -> np.ndarray:
+             floor: float = 0.0, weight: Optional[np.ndarray] = None) -> np.ndarray:
     """Rate (bits/s) of every flow: ``routes`` is a padded matrix of link ids (one row per flow), ``classes``
-    each flow's priority class 0..7, ``capacity`` every link's capacity. See the module docstring."""
+    each flow's priority class 0..7, ``capacity`` every link's capacity, ``weight`` (optional) each flow's weight
+    inside its class (weighted max-min). See the module docstring."""
     if mode not in CLASS_MODES:
         raise ValueError(f"class mode must be one of {', '.join(CLASS_MODES)} (got {mode!r})")
     flow_of, link_of = incidence(routes)
-    return allocate_flows(flow_of, link_of, routes.shape[0], classes, capacity, mode, floor)
+    return allocate_flows(flow_of, link_of, routes.shape[0], classes, capacity, mode, floor, weight)
 
 
 def allocate_flows(flow_of: np.ndarray, link_of: np.ndarray, flows: int, classes: np.ndarray, capacity: np.ndarray,
-                   mode: str = "strict", floor: float = 0.0) -> np.ndarray:
+                   mode: str = "strict", floor: float = 0.0, weight: Optional[np.ndarray] = None) -> np.ndarray:
     """``allocate`` on an incidence list (flow ``flow_of[i]`` crosses link ``link_of[i]``; a flow that crosses a
     link k times carries k times its rate there)."""
     if mode not in CLASS_MODES:
@@ -213,8 +218,8 @@ def allocate_flows(flow_of: np.ndarray, link_of: np.ndarray, flows: int, classes
     present = np.bincount(inc_class * n_links + link_of, minlength=NUM_CLASSES * n_links) \
         .reshape(NUM_CLASSES, n_links) > 0
     if mode == "strict":
-        return _strict(flow_of, link_of, inc_class, classes, capacity, present, floor, rate)
-    return _weighted(flow_of, link_of, inc_class, classes, capacity, present, rate)
+        return _strict(flow_of, link_of, inc_class, classes, capacity, present, floor, rate, weight)
+    return _weighted(flow_of, link_of, inc_class, classes, capacity, present, rate, weight)
 
 
 def _subset(flow_of, link_of, inc_class, classes, c):
@@ -226,7 +231,7 @@ def _subset(flow_of, link_of, inc_class, classes, c):
     return members, local[flow_of[sel]], link_of[sel]
 
 
-def _strict(flow_of, link_of, inc_class, classes, capacity, present, floor, rate):
+def _strict(flow_of, link_of, inc_class, classes, capacity, present, floor, rate, weight=None):
     used = np.zeros(capacity.size)
     # Classes below c with a flow on the link: each keeps its floor out of what class c may take.
     lower = np.cumsum(present, axis=0) - present
@@ -235,13 +240,13 @@ def _strict(flow_of, link_of, inc_class, classes, capacity, present, floor, rate
             continue
         members, f, link = _subset(flow_of, link_of, inc_class, classes, c)
         avail = capacity - used - floor * capacity * lower[c]
-        r = maxmin(f, link, members.size, np.maximum(avail, 0.0))
+        r = maxmin(f, link, members.size, np.maximum(avail, 0.0), None if weight is None else weight[members])
         rate[members] = r
         used += np.bincount(link, weights=r[f], minlength=capacity.size)
     return rate
 
 
-def _weighted(flow_of, link_of, inc_class, classes, capacity, present, rate):
+def _weighted(flow_of, link_of, inc_class, classes, capacity, present, rate, flow_weight=None):
     weight = (2.0 ** np.arange(NUM_CLASSES))[:, None] * present
     total = weight.sum(axis=0)
     total[total == 0] = 1.0
@@ -250,7 +255,7 @@ def _weighted(flow_of, link_of, inc_class, classes, capacity, present, rate):
     for _ in range(WEIGHTED_ROUNDS):
         usage = np.zeros_like(share)
         for c, (members, f, link) in subsets.items():
-            r = maxmin(f, link, members.size, share[c])
+            r = maxmin(f, link, members.size, share[c], None if flow_weight is None else flow_weight[members])
             rate[members] = r
             usage[c] = np.bincount(link, weights=r[f], minlength=capacity.size)
         # A class that filled its share on a link would take more there; what the others leave goes to it.
