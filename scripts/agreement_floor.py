@@ -41,7 +41,7 @@ if __name__ == "__main__":
 
 from scripts.seeds_table import Runs, completed_runs  # noqa: E402
 from scripts.suite import CLUSTER_BAND, JOB_BAND, discordant_pairs  # noqa: E402
-from testbed.results import CLUSTER, SUMMARY_CSV, read_summary_csv  # noqa: E402
+from testbed.results import CLUSTER, SUMMARY_CSV  # noqa: E402
 
 Figures = Dict[str, float]      # job (or CLUSTER) -> GPU utilisation
 
@@ -85,14 +85,6 @@ class Tally:
 def run_id(key: str) -> str:
     """completed_runs() keys a run by '<folder>:<run id>'; the run id is what two folders share."""
     return key.rsplit(":", 1)[1]
-
-
-def unfaithful_runs(folder: str, scenario: str, variant: str) -> int:
-    path = os.path.join(folder, scenario, variant, SUMMARY_CSV)
-    if not os.path.exists(path):
-        return 0
-    rows, _ = read_summary_csv(path)
-    return len({r["run_id"] for r in rows if r.get("ok") == "True" and r.get("faithful") == "False"})
 
 
 def scenarios_and_variants(folder: str) -> List[Tuple[str, str]]:
@@ -161,7 +153,9 @@ def agreement(emulation: str, twin: Optional[str], repeat: Optional[str],
             if again:
                 ranked["repeat"].append({"scenario": scenario, "variant": variant, "u": suite_mean[CLUSTER],
                                          "u_other": mean_figures(list(again.values()))[CLUSTER]})
-            unfaithful[variant] = unfaithful.get(variant, 0) + unfaithful_runs(repeat, scenario, variant)
+            # completed_runs() counts the runs it leaves out as unfaithful.
+            left_out = completed_runs([repeat], scenario, variant, faithful_only=True)[1]
+            unfaithful[variant] = unfaithful.get(variant, 0) + left_out
     out = {"bands": {"cluster": CLUSTER_BAND, "job": JOB_BAND}, "faithful_only": faithful_only,
            "emulation": emulation, "twin": twin, "repeat": repeat,
            "variants": {v: {k: t.to_dict() for k, t in kinds_.items() if t.cluster}
