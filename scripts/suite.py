@@ -5,6 +5,7 @@
     sudo python scripts/suite.py --engine emulation --seeds 1 --out results/suite/emulation
     python scripts/suite.py --out results/suite/emulation --collect-only
     sudo python scripts/suite.py --engine emulation --transport lossless --out results/suite/emulation-lossless
+    python scripts/suite.py --engine fluid --twin-set progress_weight=2 --out /tmp/suite-progress-weight-2
 
 Each (scenario, scheduler) pair is one resumable ``scripts/sweep.py`` folder, ``<out>/<scenario>/<variant>/``;
 rerunning the command skips what is done. Every scenario runs at 5 Mbit/s (the capacity docs/fidelity.md found
@@ -32,7 +33,7 @@ import os
 import subprocess
 import sys
 from contextlib import redirect_stdout
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if PROJECT_DIR not in sys.path:
@@ -83,11 +84,13 @@ def fabric_flags(scenario: str) -> List[str]:
 
 
 def run_variant(engine: str, scenario: str, variant: str, seeds: str, out: str, dry_run: bool,
-                transport: str = DEFAULT_PROFILE) -> int:
+                transport: str = DEFAULT_PROFILE, twin_set: Sequence[str] = ()) -> int:
     scheduler, axes = VARIANTS[variant]
     extra = ["--engine", engine] + fabric_flags(scenario)
     if transport != DEFAULT_PROFILE:  # the default stays implicit, so that existing sweep folders resume as they are
         extra += ["--transport", transport]
+    for term in twin_set:
+        extra += ["--twin-set", term]
     cmd = SWEEP + ["--schedulers", scheduler, "--scenarios", os.path.join(SUITE_DIR, scenario + ".yaml"),
                    "--seeds", seeds, "--out", out, "--extra-args=" + " ".join(extra)]
     for axis in axes:
@@ -436,6 +439,9 @@ def main(argv=None) -> int:
     p.add_argument("--transport", choices=list(PROFILES), default=DEFAULT_PROFILE,
                    help="the runs' transport profile (testbed/transport.py; default %(default)s); give each profile "
                         "its own --out")
+    p.add_argument("--twin-set", action="append", default=[], metavar="TERM=VALUE",
+                   help="fluid engine only, repeatable: a twin model term over the calibrated model's for every run "
+                        "(testbed/run.py --twin-set), e.g. to try a term on the whole suite; give it its own --out")
     p.add_argument("--dry-run", action="store_true", help="print the runner commands, run nothing")
     args = p.parse_args(argv)
     known = scenario_names()
@@ -445,6 +451,16 @@ def main(argv=None) -> int:
     if bad:
         sys.stderr.write(f"suite.py: unknown scenario or variant: {', '.join(bad)}\n")
         return 2
+    if args.twin_set and args.engine != "fluid":
+        sys.stderr.write("suite.py: --twin-set is for --engine fluid\n")
+        return 2
+    if args.twin_set:
+        from twin.model import parse_model_overrides
+        try:
+            parse_model_overrides(args.twin_set)
+        except ValueError as exc:
+            sys.stderr.write(f"suite.py: --twin-set: {exc}\n")
+            return 2
     if args.engine == "emulation" and not args.collect_only and not args.dry_run and os.geteuid() != 0:
         sys.stderr.write("suite.py: --engine emulation must run as root\n")
         return 2
@@ -454,7 +470,8 @@ def main(argv=None) -> int:
             for variant in variants:
                 sys.stderr.write(f"suite: {scenario} / {variant}\n")
                 code = run_variant(args.engine, scenario, variant, args.seeds,
-                                   os.path.join(args.out, scenario, variant), args.dry_run, args.transport)
+                                   os.path.join(args.out, scenario, variant), args.dry_run, args.transport,
+                                   args.twin_set)
                 if code == 130:
                     return 130
                 if code == 2:

@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--twin-model", default="calibrated", metavar="NAME",
                    help="fluid engine only: ideal, calibrated, physical (calibrated without its fitted delays), "
                         "or a JSON file of model parameters (twin/model.py)")
+    g.add_argument("--twin-set", action="append", default=[], metavar="TERM=VALUE",
+                   help="fluid engine only, repeatable: one model term over --twin-model's, e.g. --twin-set "
+                        "progress_weight=2 (the terms are twin/model.py's ModelParams; docs/twin.md)")
     g.add_argument("--twin-hash", choices=["ovs", "salted"], default="ovs",
                    help="fluid engine only: ECMP paths by Open vSwitch's own hash, as the emulation's switches choose "
                         "them (the same in every run), or by a hash salted with --seed (to see the spread)")
@@ -188,6 +191,12 @@ def validate(args) -> dict:
             qos.tree_commands("x", rate, args.class_floor, args.queue_ms, args.class_mode)
     except ValueError as exc:
         raise BadInput(str(exc))
+    if args.engine == "fluid":
+        from twin.model import parse_model_overrides, resolve_model
+        try:
+            parse_model_overrides(args.twin_set, resolve_model(args.twin_model))
+        except ValueError as exc:
+            raise BadInput(f"--twin-model/--twin-set: {exc}")
     if args.run_id is not None and not SAFE_RUN_ID.fullmatch(args.run_id):
         raise BadInput(f"--run-id {args.run_id!r}: use one folder name of letters, digits and . _ + - "
                        "(it names results/<run-id>/)")
@@ -498,7 +507,7 @@ def run_fluid(args, resolved: dict) -> int:
     try:
         return twin.run_fluid(resolved, scheduler=args.scheduler, seed=args.seed, out=out, run_id=run_id,
                               class_mode=args.class_mode, class_floor=args.class_floor, model=args.twin_model,
-                              hash_model=args.twin_hash,
+                              model_overrides=args.twin_set, hash_model=args.twin_hash,
                               flags={name.replace("_", "-"): value for name, value in sorted(vars(args).items())},
                               command=" ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
                               time_limit_s=args.time_limit, quiet=args.quiet, queue_ms=args.queue_ms)

@@ -36,6 +36,11 @@ def test_help_explains_every_flag():
     (["--run-id", "../../x"], "--run-id '../../x': use one folder name"),
     (["--run-id", ".."], "--run-id '..'"),
     (["--run-id", "a/b"], "--run-id 'a/b'"),
+    (["--engine", "fluid", "--twin-set", "nonsense=1"], "unknown model parameter(s) nonsense"),
+    (["--engine", "fluid", "--twin-set", "progress_weight=x"], "'progress_weight=x': 'x' is not a number"),
+    (["--engine", "fluid", "--twin-set", "goodput"], "not of the form name=value"),
+    (["--engine", "fluid", "--twin-set", "goodput=1.5"], "goodput must be in (0, 1]"),
+    (["--engine", "fluid", "--twin-model", "/nonexistent.json"], "--twin-model"),
 ])
 def test_bad_input_exits_2_with_one_line(args, message):
     r = run(*args)

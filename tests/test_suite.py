@@ -70,7 +70,9 @@ def test_a_small_suite_gives_rows_with_bound_and_gain_fraction(tmp_path):
             assert again_rows[variant][column] == rows[variant][column] != "", (variant, column)
 
 
-@pytest.mark.parametrize("bad", [["--scenarios", "nope"], ["--variants", "crux,nope"]])
+@pytest.mark.parametrize("bad", [["--scenarios", "nope"], ["--variants", "crux,nope"],
+                                 ["--twin-set", "progress_weight=x"], ["--twin-set", "nonsense=1"],
+                                 ["--twin-set", "goodput=2"], ["--engine", "emulation", "--twin-set", "goodput=0.9"]])
 def test_unknown_scenarios_or_variants_are_refused(tmp_path, bad):
     r = subprocess.run(SUITE + ["--engine", "fluid", "--out", str(tmp_path / "x"), *bad],
                        capture_output=True, text=True, timeout=60)

@@ -429,6 +429,13 @@ def test_run_fluid_writes_a_results_folder(tmp_path):
     assert written["versions"]["git_commit"] and written["versions"]["engine"] == "fluid"
     path, rows = collect(str(tmp_path))
     assert any(r["job"] == "__cluster__" and r["ok"] for r in rows)
+    # A term set over the model is the one the run used, and the summary says so.
+    assert twin.run_fluid(resolved, "crux", 1, str(tmp_path / "set"), quiet=True,
+                          model_overrides=["progress_weight=2", "goodput=0.9"]) == 0
+    recorded = json.load(open(tmp_path / "set" / "summary.json"))["config"]["twin"]
+    assert recorded["overrides"] == ["progress_weight=2", "goodput=0.9"]
+    assert recorded["params"]["progress_weight"] == 2 and recorded["params"]["goodput"] == 0.9
+    assert recorded["params"]["queue_backlog"] == twin.calibrated().queue_backlog   # the rest as calibrated
     # A run with faults is refused, not silently run without them.
     assert twin.run_fluid(dict(resolved, faults=["x"]), "crux", 1, str(tmp_path / "f"), quiet=True) == 1
 

@@ -43,7 +43,7 @@ from core.model import JobSpec
 from core.stats import percentile
 from testbed.qos import DEFAULT_QUEUE_MS
 from twin.engine import FluidSim, RunResult
-from twin.model import IDEAL, ModelParams, calibrated, resolve_model
+from twin.model import IDEAL, ModelParams, calibrated, parse_model_overrides, resolve_model
 from twin.network import HASH_MODELS, Network
 
 __all__ = ["MAX_HOSTS", "run_fluid", "simulate", "summarize", "prepare", "prepare_recorded", "ModelParams", "IDEAL",
@@ -208,9 +208,11 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
               model: Union[str, ModelParams, Mapping[str, Any], None] = "calibrated",
               hash_seed: Optional[int] = None, hash_model: str = "ovs", flags: Optional[Mapping[str, Any]] = None,
               command: Optional[str] = None, time_limit_s: float = 900.0, quiet: bool = False,
-              ring_model: str = "auto", queue_ms: float = DEFAULT_QUEUE_MS) -> int:
+              ring_model: str = "auto", queue_ms: float = DEFAULT_QUEUE_MS,
+              model_overrides: Sequence[str] = ()) -> int:
     """Run one experiment in the twin and write its results folder (see the module docstring). Returns 0 when
-    the run completed, 1 when it failed (the summary's ``error`` says why)."""
+    the run completed, 1 when it failed (the summary's ``error`` says why). ``model_overrides``: terms
+    (``"name=value"``) set over ``model``'s."""
     from testbed.results import JobSummary, RunFolder, RunSummary, code_version
 
     out = os.path.abspath(out)
@@ -220,6 +222,8 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
     jobs = list(resolved["jobs"])
     params = dict(resolved.get("params") or {})
     model_params = resolve_model(model)
+    if model_overrides:
+        model_params = parse_model_overrides(model_overrides, model_params)
     hash_seed = seed if hash_seed is None else hash_seed
     config = {
         "engine": ENGINE,
@@ -228,7 +232,8 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
         "fabric": vars(spec) | {"oversubscription": spec.oversubscription},
         "class_floor": class_floor, "class_mode": class_mode, "time_limit_s": time_limit_s, "queue_ms": queue_ms,
         "transport": resolved["transport"].to_dict() if resolved.get("transport") else None,
-        "twin": {"model": model if isinstance(model, str) else "custom", "params": model_params.to_dict(),
+        "twin": {"model": model if isinstance(model, str) else "custom", "overrides": list(model_overrides),
+                 "params": model_params.to_dict(),
                  "hash_model": hash_model, "hash_seed": hash_seed if hash_model == "salted" else None},
         "command": command or "",
         "flags": dict(flags or {}),

@@ -222,5 +222,8 @@ def parse_model_overrides(items, base: Optional[ModelParams] = None) -> ModelPar
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"model parameter {item!r} is not of the form name=value")
-        changes[key.strip()] = float(value)
+        try:
+            changes[key.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"model parameter {item!r}: {value!r} is not a number") from None
     return ModelParams.from_dict({**base.to_dict(), **changes})
