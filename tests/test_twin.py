@@ -554,6 +554,33 @@ def test_progress_weight_gives_the_operation_further_along_more_of_its_class():
     assert op_times(2) == pytest.approx({0: 6 * unit, 1: 3.5 * unit}, rel=1e-9)
 
 
+def test_share_cv_draws_each_steps_weight_so_equal_steps_no_longer_end_together():
+    from twin.engine import FluidSim
+    view = LAYOUT.view()
+    # One job of two workers, two equal buckets launched together on one path: under max-min their steps share the
+    # link evenly and the two operations end together; with drawn weights one ends first. The link is never idle
+    # either way, so the last one ends when all the bytes are through.
+    size = 100_000
+    hosts = [HOSTS[0], HOSTS[4]]
+    profile = ModelProfile("two", "t", 1, (Bucket(0, size, 0.0, 0.0), Bucket(1, size, 0.0, 0.0)))
+    one = JobSpec(0, "j0", profile, 2, 1, hosts=tuple(h[0] for h in hosts), addresses=tuple(h[1] for h in hosts))
+    total = 4 * (chunk_bytes(size, 2)[0] + 8) * 8 / (10 * MBIT)     # two steps of two buckets on one link
+
+    def op_times(cv, seed=1):
+        params = IDEAL.with_(share_cv=cv)
+        r = FluidSim(Network(LAYOUT, view), [one], _OneClassOnePath(view, [one]), params, ring_model="steps",
+                     seed=seed).run()
+        assert r.completed and r.sim_time_s == pytest.approx(total, rel=1e-9)
+        return tuple(t for _it, _bucket, t in sorted(r.op_times[0], key=lambda x: x[1]))
+
+    even = op_times(0.0)
+    assert even[0] == pytest.approx(even[1], rel=1e-9) == pytest.approx(total, rel=1e-9)
+    drawn = op_times(0.6)
+    assert min(drawn) < 0.95 * total and max(drawn) == pytest.approx(total, rel=1e-9)
+    assert op_times(0.6) == drawn                                   # the run's seed draws the weights
+    assert any(op_times(0.6, seed) != drawn for seed in (2, 3, 4))
+
+
 @pytest.mark.parametrize("ring_model", ["steps", "pipelined"])
 def test_a_step_waits_behind_what_its_fifo_holds_ahead_of_it(ring_model):
     from twin.engine import FluidSim

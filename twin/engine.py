@@ -156,7 +156,7 @@ class FluidSim:
         # (job, iteration, bucket) -> rank -> [launch, done], what the workers log as an op's launch and done
         # (scripts/op_timeline.py sets them side by side); None unless asked for.
         self.op_trace: Optional[Dict[Tuple[int, int, int], Dict[int, List[float]]]] = {} if trace_ops else None
-        # Only the step latency's variability draws from it (ModelParams.step_latency_cv).
+        # Only the model's noise draws from it (ModelParams.step_latency_cv, share_cv).
         self.rng = np.random.default_rng(seed)
         self.jobs = list(jobs)
         self._jobs = {j.index: j for j in self.jobs}
@@ -244,6 +244,7 @@ class FluidSim:
         self.marks = np.zeros(n, dtype=np.int64)
         self._rank_bytes_cache: Dict[Tuple[int, int], List[int]] = {}
         self.active = np.zeros(n, dtype=bool)       # a step is in the network and may be given a rate
+        self.share_draw = np.ones(n)                 # share_cv: each step's drawn weight inside its class
         self.suspended = np.zeros(n, dtype=bool)    # ... but stopped (retransmission timer, class change)
         self.rem = np.zeros(n)                      # bytes left of the current step (at t_ref)
         self.rate = np.zeros(n)                     # bytes/s
@@ -420,6 +421,8 @@ class FluidSim:
                 self.lowest_busy[:] = 8     # nothing sends: no lower class has any link
                 break
             weight = self._progress_weights(idx) if self.p.progress_weight > 0 else None
+            if self.p.share_cv > 0:
+                weight = self.share_draw[idx] if weight is None else weight * self.share_draw[idx]
             rates = allocate(self.routes[idx], self.cls[idx], self.net.capacity, self.class_mode,
                              self.class_floor, weight) / 8.0
             self.rate[idx] = rates
@@ -449,6 +452,12 @@ class FluidSim:
             if op is not None:
                 weight[i] += self.p.progress_weight * sum(op.sent) / (op.workers * op.steps)
         return weight
+
+    def _draw_share(self, e: int) -> None:
+        """``share_cv``: entity e's weight inside its class for the step it starts, drawn from a gamma
+        distribution of mean 1 and this coefficient of variation (the run's seed)."""
+        shape = 1.0 / (self.p.share_cv * self.p.share_cv)
+        self.share_draw[e] = float(self.rng.gamma(shape, 1.0 / shape))
 
     def _serve_in_launch_order(self, idx: np.ndarray, rates: np.ndarray) -> None:
         """``job_fifo_order``: among a job's flows that share class and route, that share of what each gets under
@@ -727,6 +736,8 @@ class FluidSim:
         self.xfer_op[c] = op
         self.xfer_queued[c] = self.xfer_overflow[c] = False
         self.step_gap[c] = self.now - self.idle_since[c]
+        if self.p.share_cv > 0:
+            self._draw_share(c)
         if self.p.priority_hol_packets > 0:
             self._meet_lower_class(c)
         self._reset_backlog(c)
@@ -745,6 +756,8 @@ class FluidSim:
         self.xfer_op[e] = op
         self.xfer_queued[e] = self.queued_now[e] = self.overflow_now[e] = False
         self.fluid_time[e] = self.queued_time[e] = self.overflow_time[e] = 0.0
+        if self.p.share_cv > 0:
+            self._draw_share(e)
         if self.p.priority_hol_packets > 0:
             self._meet_lower_class(e)
         self._reset_backlog(e)

@@ -24,6 +24,12 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     fraction of its operation's ring steps done (weighted max-min), so the operation that is
                     further along gets more and jobs in step drift apart. Not calibrated: tried against the
                     suite in docs/twin.md.
+``share_cv``        sharing that is not exactly fair: inside a class, each ring step (each ring, pipelined) weighs
+                    a number drawn when it starts, from a gamma distribution of mean 1 and this coefficient of
+                    variation (the run's seed), and gets its weight times its bottleneck's level (weighted
+                    max-min). TCP flows in one FIFO do not get equal shares over a step of a few round trips;
+                    noise of this kind lets jobs that max-min sharing keeps in one phase drift apart. Not
+                    calibrated: tried against the suite in docs/twin.md. 0: max-min.
 ``queue_backlog``   a ring step's wait behind the packets queued ahead of it in its class FIFO, which the fluid
                     model's sharing does not have (a FIFO serves packets in the order they came, so a short
                     message behind a long one waits for the queue first): on every saturated link of its path,
@@ -125,6 +131,7 @@ class ModelParams:
     queue_backlog: float = 0.0
     job_fifo_order: float = 0.0
     progress_weight: float = 0.0
+    share_cv: float = 0.0
     priority_hol_packets: float = 0.0
     priority_hol_min_packets: float = 0.0
     priority_hol_floor_packets: float = 0.0
