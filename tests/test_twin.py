@@ -61,6 +61,24 @@ def test_weighted_max_min_inside_a_class_by_hand():
                     weight=np.array([1.0, 1.0, 2.0])) == pytest.approx([9, 0, 0])
 
 
+def test_first_come_first_served_inside_a_class_by_hand():
+    # A (arrived at 2) and B (at 1) on link 0 of 9; C (at 0) on links 0 and 1, link 1 of 4. In arrival order: C
+    # takes 4 (link 1), B the 5 left on link 0, A nothing. Half of it mixed with max-min (3 each on link 0: C is
+    # held to 3 there): A 1.5, B 4, C 3.5.
+    routes = np.array([[0, -1], [0, -1], [0, 1]])
+    cap, classes, order = np.array([9.0, 4.0]), np.array([2, 2, 2]), np.array([2.0, 1.0, 0.0])
+    assert allocate(routes, classes, cap, order=order, order_share=1.0) == pytest.approx([0, 5, 4])
+    assert allocate(routes, classes, cap, order=order, order_share=0.5) == pytest.approx([1.5, 4, 3.5])
+    assert allocate(routes, classes, cap, order=order, order_share=0.0) == pytest.approx([3, 3, 3])
+    # Ties by index; a flow crossing a link twice takes half of it; classes still come first.
+    assert allocate(np.array([[0, 0], [0, -1]]), np.array([0, 0]), np.array([9.0]), order=np.zeros(2),
+                    order_share=1.0) == pytest.approx([4.5, 0])
+    assert allocate(np.array([[0], [0]]), np.array([1, 5]), np.array([9.0]), order=np.array([0.0, 1.0]),
+                    order_share=1.0) == pytest.approx([0, 9])
+    with pytest.raises(ValueError):
+        ModelParams(fifo_order=1.5)
+
+
 def test_a_flow_crossing_a_link_twice_counts_twice():
     assert allocate(np.array([[0, 0], [0, -1]]), np.array([0, 0]), np.array([9.0])) == pytest.approx([3, 3])
 

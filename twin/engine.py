@@ -245,6 +245,7 @@ class FluidSim:
         self._rank_bytes_cache: Dict[Tuple[int, int], List[int]] = {}
         self.active = np.zeros(n, dtype=bool)       # a step is in the network and may be given a rate
         self.share_draw = np.ones(n)                 # share_cv: each step's drawn weight inside its class
+        self.step_start = np.zeros(n)                # when each entity's current step started (fifo_order)
         self.suspended = np.zeros(n, dtype=bool)    # ... but stopped (retransmission timer, class change)
         self.rem = np.zeros(n)                      # bytes left of the current step (at t_ref)
         self.rate = np.zeros(n)                     # bytes/s
@@ -423,8 +424,9 @@ class FluidSim:
             weight = self._progress_weights(idx) if self.p.progress_weight > 0 else None
             if self.p.share_cv > 0:
                 weight = self.share_draw[idx] if weight is None else weight * self.share_draw[idx]
+            order = self.step_start[idx] if self.p.fifo_order > 0 else None
             rates = allocate(self.routes[idx], self.cls[idx], self.net.capacity, self.class_mode,
-                             self.class_floor, weight) / 8.0
+                             self.class_floor, weight, order, self.p.fifo_order) / 8.0
             self.rate[idx] = rates
             if self.p.rto_s > 0 and self._check_starvation(idx, rates):
                 # Flows that timed out wait for their timers: share the links without them.
@@ -736,6 +738,7 @@ class FluidSim:
         self.xfer_op[c] = op
         self.xfer_queued[c] = self.xfer_overflow[c] = False
         self.step_gap[c] = self.now - self.idle_since[c]
+        self.step_start[c] = self.now
         if self.p.share_cv > 0:
             self._draw_share(c)
         if self.p.priority_hol_packets > 0:
@@ -756,6 +759,7 @@ class FluidSim:
         self.xfer_op[e] = op
         self.xfer_queued[e] = self.queued_now[e] = self.overflow_now[e] = False
         self.fluid_time[e] = self.queued_time[e] = self.overflow_time[e] = 0.0
+        self.step_start[e] = self.now
         if self.p.share_cv > 0:
             self._draw_share(e)
         if self.p.priority_hol_packets > 0:

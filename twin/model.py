@@ -30,6 +30,13 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     max-min). TCP flows in one FIFO do not get equal shares over a step of a few round trips;
                     noise of this kind lets jobs that max-min sharing keeps in one phase drift apart. Not
                     calibrated: tried against the suite in docs/twin.md. 0: max-min.
+``fifo_order``      how far a class FIFO serves the steps in it first come, first served instead of sharing it:
+                    that share of each class's part of the links goes to the steps in the order they started,
+                    each taking what its path has left (twin/network.py ``first_come``), the rest is shared
+                    max-min. A step of a few packets, fewer than its FIFO holds, goes through the FIFO nearly
+                    whole behind the ones that came before it; max-min sharing slows equal steps equally and
+                    keeps equal jobs in one phase, first come, first served lets the one ahead stay ahead.
+                    Not calibrated: tried against the suite in docs/twin.md. 0: max-min.
 ``queue_backlog``   a ring step's wait behind the packets queued ahead of it in its class FIFO, which the fluid
                     model's sharing does not have (a FIFO serves packets in the order they came, so a short
                     message behind a long one waits for the queue first): on every saturated link of its path,
@@ -132,6 +139,7 @@ class ModelParams:
     job_fifo_order: float = 0.0
     progress_weight: float = 0.0
     share_cv: float = 0.0
+    fifo_order: float = 0.0
     priority_hol_packets: float = 0.0
     priority_hol_min_packets: float = 0.0
     priority_hol_floor_packets: float = 0.0
@@ -154,8 +162,9 @@ class ModelParams:
         for f in fields(self):
             if f.name != "goodput" and getattr(self, f.name) < 0:
                 raise ValueError(f"{f.name} must be >= 0 (got {getattr(self, f.name)})")
-        if self.job_fifo_order > 1:
-            raise ValueError(f"job_fifo_order must be in [0, 1] (got {self.job_fifo_order})")
+        for name in ("job_fifo_order", "fifo_order"):
+            if getattr(self, name) > 1:
+                raise ValueError(f"{name} must be in [0, 1] (got {getattr(self, name)})")
 
     def to_dict(self) -> Dict[str, float]:
         return asdict(self)

@@ -187,6 +187,37 @@ def maxmin(flow_of: np.ndarray, link_of: np.ndarray, flows: int, capacity: np.nd
     return rate
 
 
+def first_come(flow_of: np.ndarray, link_of: np.ndarray, flows: int, capacity: np.ndarray,
+               order: np.ndarray) -> np.ndarray:
+    """Rates of ``flows`` flows served first come, first served: in increasing ``order`` (ties by index), each
+    flow takes what its path has left (its tightest link's residual, a link it crosses k times counting k
+    times). A FIFO serves a burst that came first before the ones behind it."""
+    rate = np.zeros(flows)
+    if flows == 0 or flow_of.size == 0:
+        return rate
+    residual = np.maximum(capacity.astype(float), 0.0)
+    by_flow = np.argsort(flow_of, kind="stable")
+    bounds = np.searchsorted(flow_of[by_flow], np.arange(flows + 1))
+    for f in np.lexsort((np.arange(flows), order)):
+        links, count = np.unique(link_of[by_flow[bounds[f]:bounds[f + 1]]], return_counts=True)
+        if not links.size:
+            continue
+        r = float(np.min(residual[links] / count))
+        rate[f] = r
+        residual[links] -= r * count
+        np.maximum(residual, 0.0, out=residual)
+    return rate
+
+
+def _share(f, link, flows, capacity, weight=None, order=None, order_share=0.0):
+    """One class's rates on ``capacity``: max-min (weighted), or with ``order`` that share of it served first come,
+    first served (a mix of two feasible allocations is feasible)."""
+    r = maxmin(f, link, flows, capacity, weight)
+    if order is not None and order_share > 0:
+        r = (1.0 - order_share) * r + order_share * first_come(f, link, flows, capacity, order)
+    return r
+
+
 def incidence(routes: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """(flow index, link id) pairs of a padded route matrix (one row per flow, -1 after the last link)."""
     rows, cols = np.nonzero(routes >= 0)
@@ -194,18 +225,22 @@ def incidence(routes: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def allocate(routes: np.ndarray, classes: np.ndarray, capacity: np.ndarray, mode: str = "strict",
-             floor: float = 0.0, weight: Optional[np.ndarray] = None) -> np.ndarray:
+             floor: float = 0.0, weight: Optional[np.ndarray] = None, order: Optional[np.ndarray] = None,
+             order_share: float = 0.0) -> np.ndarray:
     """Rate (bits/s) of every flow: ``routes`` is a padded matrix of link ids (one row per flow), ``classes``
     each flow's priority class 0..7, ``capacity`` every link's capacity, ``weight`` (optional) each flow's weight
-    inside its class (weighted max-min). See the module docstring."""
+    inside its class (weighted max-min); with ``order`` (each flow's arrival), ``order_share`` of each class's
+    part is served first come, first served. See the module docstring."""
     if mode not in CLASS_MODES:
         raise ValueError(f"class mode must be one of {', '.join(CLASS_MODES)} (got {mode!r})")
     flow_of, link_of = incidence(routes)
-    return allocate_flows(flow_of, link_of, routes.shape[0], classes, capacity, mode, floor, weight)
+    return allocate_flows(flow_of, link_of, routes.shape[0], classes, capacity, mode, floor, weight, order,
+                          order_share)
 
 
 def allocate_flows(flow_of: np.ndarray, link_of: np.ndarray, flows: int, classes: np.ndarray, capacity: np.ndarray,
-                   mode: str = "strict", floor: float = 0.0, weight: Optional[np.ndarray] = None) -> np.ndarray:
+                   mode: str = "strict", floor: float = 0.0, weight: Optional[np.ndarray] = None,
+                   order: Optional[np.ndarray] = None, order_share: float = 0.0) -> np.ndarray:
     """``allocate`` on an incidence list (flow ``flow_of[i]`` crosses link ``link_of[i]``; a flow that crosses a
     link k times carries k times its rate there)."""
     if mode not in CLASS_MODES:
@@ -218,8 +253,9 @@ def allocate_flows(flow_of: np.ndarray, link_of: np.ndarray, flows: int, classes
     present = np.bincount(inc_class * n_links + link_of, minlength=NUM_CLASSES * n_links) \
         .reshape(NUM_CLASSES, n_links) > 0
     if mode == "strict":
-        return _strict(flow_of, link_of, inc_class, classes, capacity, present, floor, rate, weight)
-    return _weighted(flow_of, link_of, inc_class, classes, capacity, present, rate, weight)
+        return _strict(flow_of, link_of, inc_class, classes, capacity, present, floor, rate, weight, order,
+                       order_share)
+    return _weighted(flow_of, link_of, inc_class, classes, capacity, present, rate, weight, order, order_share)
 
 
 def _subset(flow_of, link_of, inc_class, classes, c):
@@ -231,7 +267,8 @@ def _subset(flow_of, link_of, inc_class, classes, c):
     return members, local[flow_of[sel]], link_of[sel]
 
 
-def _strict(flow_of, link_of, inc_class, classes, capacity, present, floor, rate, weight=None):
+def _strict(flow_of, link_of, inc_class, classes, capacity, present, floor, rate, weight=None, order=None,
+            order_share=0.0):
     used = np.zeros(capacity.size)
     # Classes below c with a flow on the link: each keeps its floor out of what class c may take.
     lower = np.cumsum(present, axis=0) - present
@@ -240,13 +277,15 @@ def _strict(flow_of, link_of, inc_class, classes, capacity, present, floor, rate
             continue
         members, f, link = _subset(flow_of, link_of, inc_class, classes, c)
         avail = capacity - used - floor * capacity * lower[c]
-        r = maxmin(f, link, members.size, np.maximum(avail, 0.0), None if weight is None else weight[members])
+        r = _share(f, link, members.size, np.maximum(avail, 0.0), None if weight is None else weight[members],
+                   None if order is None else order[members], order_share)
         rate[members] = r
         used += np.bincount(link, weights=r[f], minlength=capacity.size)
     return rate
 
 
-def _weighted(flow_of, link_of, inc_class, classes, capacity, present, rate, flow_weight=None):
+def _weighted(flow_of, link_of, inc_class, classes, capacity, present, rate, flow_weight=None, order=None,
+              order_share=0.0):
     weight = (2.0 ** np.arange(NUM_CLASSES))[:, None] * present
     total = weight.sum(axis=0)
     total[total == 0] = 1.0
@@ -255,7 +294,8 @@ def _weighted(flow_of, link_of, inc_class, classes, capacity, present, rate, flo
     for _ in range(WEIGHTED_ROUNDS):
         usage = np.zeros_like(share)
         for c, (members, f, link) in subsets.items():
-            r = maxmin(f, link, members.size, share[c], None if flow_weight is None else flow_weight[members])
+            r = _share(f, link, members.size, share[c], None if flow_weight is None else flow_weight[members],
+                       None if order is None else order[members], order_share)
             rate[members] = r
             usage[c] = np.bincount(link, weights=r[f], minlength=capacity.size)
         # A class that filled its share on a link would take more there; what the others leave goes to it.
