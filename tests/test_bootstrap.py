@@ -29,8 +29,8 @@ def test_every_command_sets_up_and_reexecutes_before_importing_dependencies(path
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             assert not any(n.split(".")[0] in third_party for n in names), (path, names)
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(("testbed", "controller",
-                                                                                              "workloads")):
+            ours = ("testbed", "controller", "workloads")
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(ours):
                 assert node.module == "testbed.bootstrap", (path, node.module)
 
 

@@ -52,7 +52,7 @@ def test_pin_reaction_is_confirmed_by_barrier(fabric):
     assert reply["latency_s"] < 0.5
     dump = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "lf1"], capture_output=True,
                           text=True).stdout
-    line = next(l for l in dump.splitlines() if "tp_src=43000" in l)
+    line = next(row for row in dump.splitlines() if "tp_src=43000" in row)
     assert "set_field:40->ip_dscp" in line or "mod_nw_tos:160" in line
     assert "output:5" in line  # spine index 1 = second spine = leaf port hosts_per_leaf + 2
 

@@ -45,7 +45,7 @@ def test_build_buckets_first_bucket_is_small():
 
 def test_build_buckets_cap_exceeded_by_at_most_one_layer():
     layers = [layer(f"l{i}", 3 + (i % 5)) for i in range(60)]
-    biggest = max(l.params for l in layers) * 4
+    biggest = max(x.params for x in layers) * 4
     for b in build_buckets(layers)[1:-1]:
         assert DEFAULT_BUCKET_CAP_BYTES <= b.nbytes < DEFAULT_BUCKET_CAP_BYTES + biggest
 
@@ -58,19 +58,19 @@ def test_build_buckets_oversized_layer_is_its_own_bucket():
 def test_build_buckets_preserves_sums_and_times_follow_layers():
     layers = [Layer(f"l{i}", 1_000_000 + 37 * i, 0.001 * (i + 1), 0.002 * (i + 1)) for i in range(30)]
     buckets = build_buckets(layers)
-    assert sum(b.nbytes for b in buckets) == 4 * sum(l.params for l in layers)
-    assert math.isclose(sum(b.forward_s for b in buckets), sum(l.forward_s for l in layers))
-    assert math.isclose(sum(b.backward_s for b in buckets), sum(l.backward_s for l in layers))
+    assert sum(b.nbytes for b in buckets) == 4 * sum(x.params for x in layers)
+    assert math.isclose(sum(b.forward_s for b in buckets), sum(x.forward_s for x in layers))
+    assert math.isclose(sum(b.backward_s for b in buckets), sum(x.backward_s for x in layers))
     # Bucket 0 holds the last layers: its times are those of the last layers.
     n0 = buckets[0].nbytes // 4
     tail, acc = [], 0
-    for l in reversed(layers):
+    for lay in reversed(layers):
         if acc >= n0:
             break
-        tail.append(l)
-        acc += l.params
+        tail.append(lay)
+        acc += lay.params
     assert acc == n0
-    assert math.isclose(buckets[0].backward_s, sum(l.backward_s for l in tail))
+    assert math.isclose(buckets[0].backward_s, sum(x.backward_s for x in tail))
 
 
 def test_build_buckets_parameter_free_layers_add_time():
@@ -202,7 +202,7 @@ def test_user_profile_with_timing_and_repeat(tmp_path):
     assert math.isclose(p.forward_s, 0.010) and math.isclose(p.backward_s, 0.020)
     assert p.gradient_bytes == 4 * (10 + 6 * (1 << 20))
     _, layers = build_profile(data, "x")
-    assert [l.name for l in layers] == ["in", "blk0.x", "blk0.y", "blk1.x", "blk1.y", "blk2.x", "blk2.y"]
+    assert [x.name for x in layers] == ["in", "blk0.x", "blk0.y", "blk1.x", "blk1.y", "blk2.x", "blk2.y"]
     assert math.isclose(layers[2].forward_s, 0.010 * 3 / 12)
 
 
