@@ -15,8 +15,9 @@ own mean, which this measures three ways, per variant over the suite's scenarios
 - retest: each repeated run against the original run of the same seed.
 
 For each it counts the trials with the cluster within ±0.03, with every job within ±0.05 and with both, and
-gives the mean absolute differences (cluster; the job furthest off). It also counts the pairs of variants that
-the suite's means separate by more than 0.01 and the repeat (or the twin) orders the other way, and lists the
+gives the mean absolute differences (cluster; the job furthest off). It also counts and lists the pairs of
+variants that the suite's means separate by more than 0.01 and the repeat (or the twin) orders the other way
+(each variant's figure in the suite / in the other), and lists the
 twin's misses with, on the same pair, the largest leave-one-out differences of the twin and of one emulation
 run (both against the same means).
 """
@@ -161,6 +162,7 @@ def agreement(emulation: str, twin: Optional[str], repeat: Optional[str],
            "variants": {v: {k: t.to_dict() for k, t in kinds_.items() if t.cluster}
                         for v, kinds_ in tallies.items()},
            "discordant_pairs": {k: len(discordant_pairs(v)) for k, v in ranked.items() if v},
+           "discordant_pair_list": {k: discordant_pairs(v) for k, v in ranked.items() if v},
            "twin_misses": twin_misses}
     if repeat:
         out["repeat_runs_unfaithful"] = unfaithful
@@ -198,6 +200,9 @@ def markdown(result: dict) -> str:
                   for m in result["twin_misses"]]
     lines += ["", "Pairs of variants the suite's means separate by more than 0.01 and the other orders the other "
               "way: " + ", ".join(f"{k} {n}" for k, n in result["discordant_pairs"].items()) + "."]
+    for kind, pairs in (result.get("discordant_pair_list") or {}).items():
+        lines += [f"- {kind}, {p['scenario']}: {p['a']} {p['u_a']:.3f} / {p['other_a']:.3f} against {p['b']} "
+                  f"{p['u_b']:.3f} / {p['other_b']:.3f}" for p in pairs]
     if result.get("repeat_runs_unfaithful"):
         kept = "left out" if result["faithful_only"] else "kept"
         lines.append(f"Repeated runs the fidelity verdict calls unfaithful ({kept}): " + ", ".join(

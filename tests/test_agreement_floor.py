@@ -40,6 +40,8 @@ def test_leave_one_out_repeat_and_retest_counts_on_a_hand_computed_suite(tmp_pat
     assert result["repeat_runs_unfaithful"] == {"crux": 1, "ecmp": 0}
     # The suite has crux (0.65) above ecmp (0.51); the twin has ecmp (0.70) above crux (0.64).
     assert result["discordant_pairs"] == {"twin": 1, "repeat": 0}
+    [pair] = result["discordant_pair_list"]["twin"]
+    assert (pair["scenario"], pair["a"], pair["b"]) == ("s", "crux", "ecmp")
     assert "repeat" not in result["variants"]["ecmp"]
     # Left out as unfaithful, the repeated run is judged nowhere.
     assert "repeat" not in agreement_floor.agreement(emulation, twin, repeat, faithful_only=True)["variants"]["crux"]
