@@ -79,6 +79,45 @@ def test_first_come_first_served_inside_a_class_by_hand():
         ModelParams(fifo_order=1.5)
 
 
+def test_alpha_fair_sharing_on_a_parking_lot_by_hand():
+    # A long flow crosses L links of 1; each link also has a short flow of its own. Max-min: 1/2 each.
+    # Proportional fairness (alpha 1): the long flow 1/(L+1). Minimum potential delay (alpha 2): minimise
+    # 1/x + L/(1-x), so x = 1/(1+sqrt(L)). Large alpha approaches max-min.
+    for links in (2, 4, 9):
+        routes = np.array([list(range(links))] + [[j] + [-1] * (links - 1) for j in range(links)])
+        classes, cap = np.zeros(links + 1, dtype=int), np.ones(links)
+        assert allocate(routes, classes, cap) == pytest.approx([0.5] * (links + 1))
+        long_1 = 1 / (links + 1)
+        assert allocate(routes, classes, cap, alpha=1) == pytest.approx([long_1] + [1 - long_1] * links, rel=3e-3)
+        long_2 = 1 / (1 + links ** 0.5)
+        assert allocate(routes, classes, cap, alpha=2) == pytest.approx([long_2] + [1 - long_2] * links, rel=3e-3)
+        assert allocate(routes, classes, cap, alpha=32)[0] == pytest.approx(0.5, rel=0.05)
+    # Strict priority still comes first: A (class 7) takes link 0, so B (class 3) gets nothing there and C takes
+    # all of link 1. With one class, weights 1, 1 and 3 and alpha 1, the sharing is solved by hand below.
+    routes = np.array([[0, -1], [0, 1], [1, -1]])
+    rates = allocate(routes, np.array([7, 3, 3]), np.array([10.0, 8.0]), weight=np.array([1.0, 1.0, 3.0]),
+                     alpha=1)
+    assert rates == pytest.approx([10, 0, 8], abs=1e-6)
+    rates = allocate(routes, np.array([3, 3, 3]), np.array([10.0, 8.0]), weight=np.array([1.0, 1.0, 3.0]),
+                     alpha=1)
+    # Both links full: A = 10 - B, C = 8 - B, and B's price is the sum of both links' prices (1/A and 3/C), so
+    # 1/B = 1/(10 - B) + 3/(8 - B), whose root in (0, 8) is found by bisection.
+    lo, hi = 1e-9, 8 - 1e-9
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if 1 / mid > 1 / (10 - mid) + 3 / (8 - mid) else (lo, mid)
+    assert 1.6 < lo < 1.75
+    assert rates == pytest.approx([10 - lo, lo, 8 - lo], rel=3e-3)
+    # Warm start: the prices of one allocation start the next, with the same result.
+    prices = np.zeros((8, 2))
+    first = allocate(routes, np.zeros(3, dtype=int), np.array([10.0, 8.0]), alpha=2, prices=prices)
+    assert prices[0].max() > 0
+    again = allocate(routes, np.zeros(3, dtype=int), np.array([10.0, 8.0]), alpha=2, prices=prices)
+    assert again == pytest.approx(first, rel=3e-3)
+    for rates in (first, again):
+        assert rates[0] + rates[1] <= 10 * (1 + 1e-9) and rates[1] + rates[2] <= 8 * (1 + 1e-9)
+
+
 def test_a_flow_crossing_a_link_twice_counts_twice():
     assert allocate(np.array([[0, 0], [0, -1]]), np.array([0, 0]), np.array([9.0])) == pytest.approx([3, 3])
 

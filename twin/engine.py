@@ -40,6 +40,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from controller.schedulers.base import Scheduler
+from core.classes import NUM_CLASSES
 from core.model import Decision, FlowKey, JobSpec, OperationEvent
 from core.ring import ring_bytes_per_rank, ring_steps
 from testbed.qos import DEFAULT_QUEUE_MS, MTU_BYTES, queue_packets
@@ -246,6 +247,8 @@ class FluidSim:
         self.active = np.zeros(n, dtype=bool)       # a step is in the network and may be given a rate
         self.share_draw = np.ones(n)                 # share_cv: each step's drawn weight inside its class
         self.step_start = np.zeros(n)                # when each entity's current step started (fifo_order)
+        # share_alpha: every class's link prices from the last allocation, where the next one starts.
+        self.alpha_prices = np.zeros((NUM_CLASSES, network.links))
         self.suspended = np.zeros(n, dtype=bool)    # ... but stopped (retransmission timer, class change)
         self.rem = np.zeros(n)                      # bytes left of the current step (at t_ref)
         self.rate = np.zeros(n)                     # bytes/s
@@ -426,7 +429,8 @@ class FluidSim:
                 weight = self.share_draw[idx] if weight is None else weight * self.share_draw[idx]
             order = self.step_start[idx] if self.p.fifo_order > 0 else None
             rates = allocate(self.routes[idx], self.cls[idx], self.net.capacity, self.class_mode,
-                             self.class_floor, weight, order, self.p.fifo_order) / 8.0
+                             self.class_floor, weight, order, self.p.fifo_order, self.p.share_alpha,
+                             self.alpha_prices) / 8.0
             self.rate[idx] = rates
             if self.p.rto_s > 0 and self._check_starvation(idx, rates):
                 # Flows that timed out wait for their timers: share the links without them.

@@ -37,6 +37,12 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     whole behind the ones that came before it; max-min sharing slows equal steps equally and
                     keeps equal jobs in one phase, first come, first served lets the one ahead stay ahead.
                     Not calibrated: tried against the suite in docs/twin.md. 0: max-min.
+``share_alpha``     sharing that is alpha-fair instead of max-min inside a class (twin/network.py ``alpha_fair``):
+                    1 is proportional fairness, 2 the sharing TCP Reno's window rule converges to (minimum
+                    potential delay), large values approach max-min. Max-min gives a flow its bottleneck's fair
+                    share however many other busy links it crosses; under TCP a flow that crosses more of them
+                    (more loss, a longer round trip) gets less, and the flows beside it that cross fewer get more.
+                    0: max-min.
 ``queue_backlog``   a ring step's wait behind the packets queued ahead of it in its class FIFO, which the fluid
                     model's sharing does not have (a FIFO serves packets in the order they came, so a short
                     message behind a long one waits for the queue first): on every saturated link of its path,
@@ -140,6 +146,7 @@ class ModelParams:
     progress_weight: float = 0.0
     share_cv: float = 0.0
     fifo_order: float = 0.0
+    share_alpha: float = 0.0
     priority_hol_packets: float = 0.0
     priority_hol_min_packets: float = 0.0
     priority_hol_floor_packets: float = 0.0

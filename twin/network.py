@@ -18,6 +18,10 @@ Rates (``allocate``) follow the data plane's two class modes:
   It is computed by a few rounds of redistribution, exact when no class leaves capacity unused and within a
   fraction of a percent otherwise.
 
+Inside a class the sharing can also be alpha-fair (``alpha_fair``; the model's ``share_alpha``): a flow crossing
+several busy links then gets less than max-min gives it, as a TCP flow with a longer round trip and more loss
+does.
+
 Hashed (ECMP) paths, two hash models (``hashed_path``), each fixed for a flow's life:
 
 * ``ovs`` (the default): Open vSwitch's own choice, so that the twin's flows collide where the emulation's do.
@@ -187,6 +191,64 @@ def maxmin(flow_of: np.ndarray, link_of: np.ndarray, flows: int, capacity: np.nd
     return rate
 
 
+def alpha_fair(flow_of: np.ndarray, link_of: np.ndarray, flows: int, capacity: np.ndarray, alpha: float,
+               weight: Optional[np.ndarray] = None, prices: Optional[np.ndarray] = None, iterations: int = 400,
+               tolerance: float = 1e-3) -> np.ndarray:
+    """Weighted alpha-fair rates (Mo and Walrand): maximise the sum over flows of w x^(1-alpha) / (1-alpha) (log x
+    at 1) on the links' capacities. Proportional fairness is alpha 1; TCP Reno's sharing, read as an
+    optimisation, is alpha 2 (minimum potential delay, Kelly; Low 2003); max-min is the limit of large alpha. A
+    flow that crosses several busy links gets less than max-min gives it, the flows that cross one of them more.
+
+    Solved in the dual: every link has a price p, a flow's rate is (w / sum of its links' prices)^(1/alpha), and a
+    link's price is scaled by (load / capacity)^(alpha/2) until every priced link is full (within ``tolerance``);
+    the rates are then scaled down onto the capacities, so the result is always feasible. ``prices`` (one per
+    link of ``capacity``), if given, holds the prices to start from and receives the final ones: consecutive
+    allocations differ by a few flows, and starting from the last prices saves most of the iterations. Every
+    flow must cross a link of finite capacity (a backlogged flow has no other limit)."""
+    rate = np.zeros(flows)
+    if flows == 0 or flow_of.size == 0:
+        return rate
+    if alpha <= 0:
+        raise ValueError(f"alpha must be > 0 (got {alpha})")
+    weight = np.ones(flows) if weight is None else np.asarray(weight, dtype=float)
+    cap_all = np.maximum(capacity.astype(float), 0.0)
+    stopped = np.zeros(flows, dtype=bool)
+    stopped[flow_of[cap_all[link_of] <= 0]] = True      # a link with nothing left stops its flows
+    if stopped.any():
+        keep = ~stopped[flow_of]
+        flow_of, link_of = flow_of[keep], link_of[keep]
+        if not flow_of.size:
+            return rate
+    used_links, link = np.unique(link_of, return_inverse=True)
+    cap = cap_all[used_links]
+    n_links = used_links.size
+    busy = np.bincount(link, minlength=n_links).astype(float)
+    # Start each link at the last price it had, or at the price that would give its flows equal shares were it
+    # their only link; a price that has fallen near zero (the link went idle) starts a little above it.
+    price = (busy / cap) ** alpha
+    if prices is not None:
+        price = np.maximum(prices[used_links], price * 1e-4)
+    step = alpha / 2.0
+    for _ in range(iterations):
+        q = np.bincount(flow_of, weights=price[link], minlength=flows)
+        x = (weight / np.where(q > 0, q, 1.0)) ** (1.0 / alpha)
+        load = np.bincount(link, weights=x[flow_of], minlength=n_links)
+        ratio = load / cap
+        # Done when no link is over its capacity and a link left with spare capacity adds next to nothing to
+        # the prices of the flows that cross it.
+        slack = (ratio < 1 - tolerance)[link]
+        if (ratio <= 1 + tolerance).all() and (price[link[slack]] < tolerance * q[flow_of[slack]]).all():
+            break
+        price *= np.power(np.maximum(ratio, 1e-6), step)
+    if prices is not None:
+        prices[used_links] = price
+    over = np.ones(flows)
+    np.maximum.at(over, flow_of, ratio[link])
+    rate = x / over
+    rate[stopped] = 0.0
+    return rate
+
+
 def first_come(flow_of: np.ndarray, link_of: np.ndarray, flows: int, capacity: np.ndarray,
                order: np.ndarray) -> np.ndarray:
     """Rates of ``flows`` flows served first come, first served: in increasing ``order`` (ties by index), each
@@ -209,10 +271,13 @@ def first_come(flow_of: np.ndarray, link_of: np.ndarray, flows: int, capacity: n
     return rate
 
 
-def _share(f, link, flows, capacity, weight=None, order=None, order_share=0.0):
-    """One class's rates on ``capacity``: max-min (weighted), or with ``order`` that share of it served first come,
-    first served (a mix of two feasible allocations is feasible)."""
-    r = maxmin(f, link, flows, capacity, weight)
+def _share(f, link, flows, capacity, weight=None, order=None, order_share=0.0, alpha=0.0, prices=None):
+    """One class's rates on ``capacity``: max-min (weighted), alpha-fair with ``alpha`` above 0, or with ``order``
+    that share of it served first come, first served (a mix of two feasible allocations is feasible)."""
+    if alpha > 0:
+        r = alpha_fair(f, link, flows, capacity, alpha, weight, prices)
+    else:
+        r = maxmin(f, link, flows, capacity, weight)
     if order is not None and order_share > 0:
         r = (1.0 - order_share) * r + order_share * first_come(f, link, flows, capacity, order)
     return r
@@ -226,21 +291,24 @@ def incidence(routes: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
 
 def allocate(routes: np.ndarray, classes: np.ndarray, capacity: np.ndarray, mode: str = "strict",
              floor: float = 0.0, weight: Optional[np.ndarray] = None, order: Optional[np.ndarray] = None,
-             order_share: float = 0.0) -> np.ndarray:
+             order_share: float = 0.0, alpha: float = 0.0, prices: Optional[np.ndarray] = None) -> np.ndarray:
     """Rate (bits/s) of every flow: ``routes`` is a padded matrix of link ids (one row per flow), ``classes``
     each flow's priority class 0..7, ``capacity`` every link's capacity, ``weight`` (optional) each flow's weight
     inside its class (weighted max-min); with ``order`` (each flow's arrival), ``order_share`` of each class's
-    part is served first come, first served. See the module docstring."""
+    part is served first come, first served; with ``alpha`` above 0 flows share their class's part alpha-fairly
+    (``alpha_fair``) instead of max-min, starting from and updating ``prices`` (one row of link prices per class)
+    if given. See the module docstring."""
     if mode not in CLASS_MODES:
         raise ValueError(f"class mode must be one of {', '.join(CLASS_MODES)} (got {mode!r})")
     flow_of, link_of = incidence(routes)
     return allocate_flows(flow_of, link_of, routes.shape[0], classes, capacity, mode, floor, weight, order,
-                          order_share)
+                          order_share, alpha, prices)
 
 
 def allocate_flows(flow_of: np.ndarray, link_of: np.ndarray, flows: int, classes: np.ndarray, capacity: np.ndarray,
                    mode: str = "strict", floor: float = 0.0, weight: Optional[np.ndarray] = None,
-                   order: Optional[np.ndarray] = None, order_share: float = 0.0) -> np.ndarray:
+                   order: Optional[np.ndarray] = None, order_share: float = 0.0, alpha: float = 0.0,
+                   prices: Optional[np.ndarray] = None) -> np.ndarray:
     """``allocate`` on an incidence list (flow ``flow_of[i]`` crosses link ``link_of[i]``; a flow that crosses a
     link k times carries k times its rate there)."""
     if mode not in CLASS_MODES:
@@ -254,8 +322,9 @@ def allocate_flows(flow_of: np.ndarray, link_of: np.ndarray, flows: int, classes
         .reshape(NUM_CLASSES, n_links) > 0
     if mode == "strict":
         return _strict(flow_of, link_of, inc_class, classes, capacity, present, floor, rate, weight, order,
-                       order_share)
-    return _weighted(flow_of, link_of, inc_class, classes, capacity, present, rate, weight, order, order_share)
+                       order_share, alpha, prices)
+    return _weighted(flow_of, link_of, inc_class, classes, capacity, present, rate, weight, order, order_share,
+                     alpha, prices)
 
 
 def _subset(flow_of, link_of, inc_class, classes, c):
@@ -268,7 +337,7 @@ def _subset(flow_of, link_of, inc_class, classes, c):
 
 
 def _strict(flow_of, link_of, inc_class, classes, capacity, present, floor, rate, weight=None, order=None,
-            order_share=0.0):
+            order_share=0.0, alpha=0.0, prices=None):
     used = np.zeros(capacity.size)
     # Classes below c with a flow on the link: each keeps its floor out of what class c may take.
     lower = np.cumsum(present, axis=0) - present
@@ -278,14 +347,15 @@ def _strict(flow_of, link_of, inc_class, classes, capacity, present, floor, rate
         members, f, link = _subset(flow_of, link_of, inc_class, classes, c)
         avail = capacity - used - floor * capacity * lower[c]
         r = _share(f, link, members.size, np.maximum(avail, 0.0), None if weight is None else weight[members],
-                   None if order is None else order[members], order_share)
+                   None if order is None else order[members], order_share, alpha,
+                   None if prices is None else prices[c])
         rate[members] = r
         used += np.bincount(link, weights=r[f], minlength=capacity.size)
     return rate
 
 
 def _weighted(flow_of, link_of, inc_class, classes, capacity, present, rate, flow_weight=None, order=None,
-              order_share=0.0):
+              order_share=0.0, alpha=0.0, prices=None):
     weight = (2.0 ** np.arange(NUM_CLASSES))[:, None] * present
     total = weight.sum(axis=0)
     total[total == 0] = 1.0
@@ -295,7 +365,8 @@ def _weighted(flow_of, link_of, inc_class, classes, capacity, present, rate, flo
         usage = np.zeros_like(share)
         for c, (members, f, link) in subsets.items():
             r = _share(f, link, members.size, share[c], None if flow_weight is None else flow_weight[members],
-                       None if order is None else order[members], order_share)
+                       None if order is None else order[members], order_share, alpha,
+                       None if prices is None else prices[c])
             rate[members] = r
             usage[c] = np.bincount(link, weights=r[f], minlength=capacity.size)
         # A class that filled its share on a link would take more there; what the others leave goes to it.
