@@ -3,6 +3,8 @@
 
     sudo python scripts/bench_fidelity.py [--schedulers ecmp,bytescheduler,crux,flux] [--rates 2.5,5,10,20]
                                           [--seeds 1,2,3] [--transports tcp,lossless] [--scenario headline]
+    python scripts/bench_fidelity.py --engine fluid --rates 2.5,5,10 --seeds 1 --transports tcp \
+        --against results/fidelity/bench_fidelity_tcp_3seeds_ack_class.json --md F.md
 
 The scaling (workloads/scaling.py) promises the same utilisation at any emulated rate: every byte count grows
 with the rate, so a transfer takes the same emulated time. What breaks the promise is the emulator: Open vSwitch
@@ -12,6 +14,11 @@ utilisation, TCP timeouts and retransmissions (per job), class-FIFO drops, the s
 hop, Open vSwitch's mean and peak CPU, the verdict and the wall time; per transport, the *capacity*: the highest
 rate at which every scheduler's cluster utilisation (mean over seeds) stays within ``--band`` (0.02) of its
 lowest-rate value, with every run at that rate and below judged faithful.
+
+With ``--engine fluid`` the same runs go to the flow-level twin (calibrated at 5 Mbit/s; no root needed), and
+``--against`` an earlier JSON of this benchmark (the emulation's) adds, per transport, rate and scheduler, the
+twin's cluster and per-job utilisation minus the mean of the other JSON's seeds, and its TCP timeouts beside
+theirs (``--md`` writes that as a table): whether the twin's terms, fitted at one rate, hold at the others.
 """
 from __future__ import annotations
 
@@ -32,7 +39,10 @@ from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
 
 if __name__ == "__main__":
     # Set up what is missing and continue in .venv (asking for --help needs no fabric).
-    ensure_env("bench_fidelity.py", needs_fabric=not ({"-h", "--help"} & set(sys.argv[1:])))
+    _argv = sys.argv[1:]
+    _fluid = "fluid" in [a.split("=", 1)[-1] for a in _argv if a.startswith("--engine")] + \
+        [b for a, b in zip(_argv, _argv[1:]) if a == "--engine"]
+    ensure_env("bench_fidelity.py", needs_fabric=not (_fluid or {"-h", "--help"} & set(_argv)))
 
 from testbed.results import RunFolder  # noqa: E402
 
@@ -41,11 +51,15 @@ SCENARIOS_DIR = os.path.join(PROJECT_DIR, "workloads", "scenarios")
 
 
 def run_one(scenario: str, transport: str, rate: float, scheduler: str, seed: int, work: str,
-            extra) -> dict:
+            extra, engine: str = "emulation") -> dict:
     out = os.path.join(work, f"{transport}-{rate:g}-{scheduler}-s{seed}")
     cmd = RUN + ["--scheduler", scheduler, "--scenario", os.path.join(SCENARIOS_DIR, f"{scenario}.yaml"),
                  "--seed", str(seed), "--host-rate", f"{rate:g}", "--fabric-rate", f"{rate:g}",
-                 "--transport", transport, "--skip-checks", "--out", out, "-q"] + list(extra)
+                 "--transport", transport, "--out", out, "-q"] + list(extra)
+    if engine == "fluid":
+        cmd += ["--engine", "fluid"]
+    else:
+        cmd += ["--skip-checks"]
     started = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
     record = {"transport": transport, "rate_mbps": rate, "scheduler": scheduler, "seed": seed,
@@ -68,7 +82,60 @@ def run_one(scenario: str, transport: str, rate: float, scheduler: str, seed: in
         min_packets_per_op=min((p["min"] for p in (f.get("packets_per_op") or {}).values()), default=None),
         ovs_cpu=f.get("ovs_vswitchd_cpu"), ovs_cpu_peak=f.get("ovs_vswitchd_cpu_peak"),
         time_scale=((summary.config.get("scenario") or {}).get("scaling") or {}).get("time_scale"))
+    if engine == "fluid":
+        # The twin's timeouts are the ones its model expects, per job (there are no hosts' counters to read).
+        by_job = {j.name: j.get("timeouts") for j in summary.jobs}
+        record.update(engine="fluid", timeouts_by_job=by_job, timeouts=sum(t or 0 for t in by_job.values()))
     return record
+
+
+def compare(runs, reference, transports, rates, schedulers):
+    """Each (transport, rate, scheduler) of ``runs`` beside the mean of ``reference``'s seeds: cluster and per-job
+    differences, the job furthest off, and both engines' TCP timeouts per run."""
+    rows = []
+    for transport in transports:
+        for rate in rates:
+            for scheduler in schedulers:
+                def pick(source):
+                    return [r for r in source if r.get("transport") == transport and r.get("rate_mbps") == rate
+                            and r.get("scheduler") == scheduler and r.get("cluster") is not None]
+                mine, theirs = pick(runs), pick(reference)
+                if not mine or not theirs:
+                    continue
+                jobs = sorted(set.intersection(*(set(r["jobs"]) for r in mine + theirs)))
+                job_diff = {j: statistics.mean(r["jobs"][j] for r in mine)
+                            - statistics.mean(r["jobs"][j] for r in theirs) for j in jobs}
+                worst = max(jobs, key=lambda j: abs(job_diff[j])) if jobs else None
+                rows.append({
+                    "transport": transport, "rate_mbps": rate, "scheduler": scheduler,
+                    "cluster": statistics.mean(r["cluster"] for r in mine),
+                    "reference_cluster": statistics.mean(r["cluster"] for r in theirs),
+                    "reference_range": [min(r["cluster"] for r in theirs), max(r["cluster"] for r in theirs)],
+                    "reference_seeds": len(theirs),
+                    "reference_faithful": sum(1 for r in theirs if r.get("faithful")),
+                    "cluster_diff": statistics.mean(r["cluster"] for r in mine)
+                    - statistics.mean(r["cluster"] for r in theirs),
+                    "job_diff": job_diff, "worst_job": worst,
+                    "timeouts": statistics.mean(r.get("timeouts") or 0 for r in mine),
+                    "reference_timeouts": statistics.mean(r.get("timeouts") or 0 for r in theirs)})
+    return rows
+
+
+def comparison_table(rows, reference_path: str) -> str:
+    lines = [f"This benchmark's runs against the mean of the seeds of `{reference_path}` (cluster and per-job GPU "
+             "utilisation, this minus that; TCP timeouts per run, this / that; that's runs judged faithful).", "",
+             "| transport | rate (Mbit/s) | scheduler | cluster: this, that (range) | difference | job furthest off "
+             "| every job | timeouts | faithful |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lo, hi = r["reference_range"]
+        jobs = ", ".join(f"{j} {d:+.3f}" for j, d in r["job_diff"].items())
+        worst = f"{r['worst_job']} {r['job_diff'][r['worst_job']]:+.3f}" if r["worst_job"] else ""
+        lines.append(f"| {r['transport']} | {r['rate_mbps']:g} | {r['scheduler']} | {r['cluster']:.3f}, "
+                     f"{r['reference_cluster']:.3f} ({lo:.3f}-{hi:.3f}) | {r['cluster_diff']:+.3f} | {worst} | "
+                     f"{jobs} | {r['timeouts']:.0f} / {r['reference_timeouts']:.0f} | "
+                     f"{r['reference_faithful']}/{r['reference_seeds']} |")
+    return "\n".join(lines) + "\n"
 
 
 def capacity(runs, transport: str, rates, schedulers, band: float):
@@ -104,6 +171,10 @@ def main(argv=None) -> int:
     p.add_argument("--transports", default="tcp,lossless")
     p.add_argument("--scenario", default="headline", help="a shipped scenario")
     p.add_argument("--band", type=float, default=0.02, help="allowed drift of the cluster utilisation")
+    p.add_argument("--engine", choices=["emulation", "fluid"], default="emulation",
+                   help="emulation (root) or the flow-level twin (testbed/run.py --engine fluid)")
+    p.add_argument("--against", metavar="JSON", help="an earlier output of this benchmark to compare with")
+    p.add_argument("--md", metavar="FILE", help="with --against: write the comparison as a Markdown table")
     p.add_argument("extra", nargs="*", help="more runner flags, after --")
     args = p.parse_args(argv)
     try:
@@ -117,8 +188,19 @@ def main(argv=None) -> int:
     if not os.path.isfile(os.path.join(SCENARIOS_DIR, f"{args.scenario}.yaml")):
         sys.stderr.write(f"bench_fidelity.py: no shipped scenario {args.scenario}\n")
         return 2
-    if os.geteuid() != 0:
-        sys.stderr.write("bench_fidelity.py: must run as root (it runs the testbed)\n")
+    reference = None
+    if args.against:
+        try:
+            with open(args.against) as f:
+                reference = json.load(f)["runs"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            sys.stderr.write(f"bench_fidelity.py: --against {args.against}: not this benchmark's JSON ({exc})\n")
+            return 2
+    elif args.md:
+        sys.stderr.write("bench_fidelity.py: --md needs --against\n")
+        return 2
+    if args.engine == "emulation" and os.geteuid() != 0:
+        sys.stderr.write("bench_fidelity.py: must run as root (it runs the testbed; --engine fluid does not)\n")
         return 2
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-fidelity-") as work:
@@ -126,16 +208,25 @@ def main(argv=None) -> int:
             for rate in rates:
                 for seed in seeds:
                     for scheduler in schedulers:
-                        record = run_one(args.scenario, transport, rate, scheduler, seed, work, args.extra)
+                        record = run_one(args.scenario, transport, rate, scheduler, seed, work, args.extra,
+                                         args.engine)
                         runs.append(record)
                         sys.stderr.write(f"{transport} {rate:g} Mbit/s {scheduler} s{seed}: cluster "
                                          f"{record.get('cluster')}, timeouts {record.get('timeouts')}, drops "
                                          f"{record.get('drops')}, faithful {record.get('faithful')}, "
                                          f"{record['wall_s']:.0f} s\n")
-    print(json.dumps({
-        "command": " ".join(sys.argv), "scenario": args.scenario, "band": args.band,
-        "capacity_mbps": {t: capacity(runs, t, rates, schedulers, args.band) for t in transports},
-        "runs": runs}, indent=2))
+    out = {"command": " ".join(sys.argv), "scenario": args.scenario, "band": args.band, "engine": args.engine,
+           "runs": runs}
+    if args.engine == "emulation":
+        # The capacity is the emulator's: the twin has no CPU to run out of.
+        out["capacity_mbps"] = {t: capacity(runs, t, rates, schedulers, args.band) for t in transports}
+    if reference is not None:
+        out["against"] = args.against
+        out["comparison"] = compare(runs, reference, transports, rates, schedulers)
+        if args.md:
+            with open(args.md, "w") as f:
+                f.write(comparison_table(out["comparison"], args.against))
+    print(json.dumps(out, indent=2))
     return 0
 
 

@@ -9,10 +9,10 @@
 
 Each (scenario, scheduler) pair is one resumable ``scripts/sweep.py`` folder, ``<out>/<scenario>/<variant>/``;
 rerunning the command skips what is done. Every scenario runs at 5 Mbit/s (the capacity docs/fidelity.md found
-for 16 hosts) on the fabric its file header names (``FABRIC`` below). The variants are the four schedulers plus
-Crux with the old contiguous compression (``crux-contiguous``), Crux with the earlier single-job k_j
-(``crux-overlap``), Flux v1 (``flux-v1``), and Flux v2 with
-its job bands forced (``flux-jobs``: Crux's order plus steals, also where jobs are equally intensive).
+for 16 hosts; ``--rate`` another, in its own folder) on the fabric its file header names (``FABRIC`` below).
+The variants are the four schedulers plus Crux with the old contiguous compression (``crux-contiguous``), Crux
+with the earlier single-job k_j (``crux-overlap``), Flux v1 (``flux-v1``), and Flux v2 with its job bands forced
+(``flux-jobs``: Crux's order plus steals, also where jobs are equally intensive).
 
 The bound of a scenario (``scripts/bounds.py``: each job alone on the same hosts and time scale) is computed in
 the fluid engine with its calibrated model, whatever engine the runs use: it is cheap and needs no root, and the
@@ -54,7 +54,8 @@ from testbed.results import collect as collect_sweep  # noqa: E402
 
 SUITE_DIR = os.path.join(PROJECT_DIR, "workloads", "scenarios", "suite")
 SWEEP = [sys.executable, os.path.join(PROJECT_DIR, "scripts", "sweep.py")]
-RATE = ["--host-rate", "5", "--fabric-rate", "5"]
+#: Mbit/s on every link: the capacity the fidelity benchmark found for 16 hosts (docs/fidelity.md).
+DEFAULT_RATE = 5.0
 #: Fabric flags per scenario (each file's header says why). Pairs run on one spine so that they share links:
 #: on two spines Crux's path placement would give each job a spine of its own and leave nothing to schedule.
 FABRIC: Dict[str, List[str]] = {
@@ -79,14 +80,14 @@ def scenario_names() -> List[str]:
     return sorted(os.path.splitext(f)[0] for f in os.listdir(SUITE_DIR) if f.endswith(".yaml"))
 
 
-def fabric_flags(scenario: str) -> List[str]:
-    return RATE + FABRIC.get(scenario, PAIR_FABRIC)
+def fabric_flags(scenario: str, rate: float = DEFAULT_RATE) -> List[str]:
+    return ["--host-rate", f"{rate:g}", "--fabric-rate", f"{rate:g}"] + FABRIC.get(scenario, PAIR_FABRIC)
 
 
 def run_variant(engine: str, scenario: str, variant: str, seeds: str, out: str, dry_run: bool,
-                transport: str = DEFAULT_PROFILE, twin_set: Sequence[str] = ()) -> int:
+                transport: str = DEFAULT_PROFILE, twin_set: Sequence[str] = (), rate: float = DEFAULT_RATE) -> int:
     scheduler, axes = VARIANTS[variant]
-    extra = ["--engine", engine] + fabric_flags(scenario)
+    extra = ["--engine", engine] + fabric_flags(scenario, rate)
     if transport != DEFAULT_PROFILE:  # the default stays implicit, so that existing sweep folders resume as they are
         extra += ["--transport", transport]
     for term in twin_set:
@@ -100,7 +101,7 @@ def run_variant(engine: str, scenario: str, variant: str, seeds: str, out: str, 
     return subprocess.run(cmd, stdout=sys.stderr).returncode  # stdout is for the JSON summary
 
 
-def scenario_bound(scenario: str, out: str) -> Optional[dict]:
+def scenario_bound(scenario: str, out: str, rate: float = DEFAULT_RATE) -> Optional[dict]:
     """The scenario's bound (fluid engine, calibrated model), cached in <out>/<scenario>/bounds.json."""
     path = os.path.join(out, scenario, "bounds.json")
     if os.path.exists(path):
@@ -109,7 +110,7 @@ def scenario_bound(scenario: str, out: str) -> Optional[dict]:
     buf = io.StringIO()
     with redirect_stdout(buf):
         code = bounds_script.main(["--scenario", os.path.join(SUITE_DIR, scenario + ".yaml"), "--engine", "fluid",
-                                   "--", *fabric_flags(scenario)])
+                                   "--", *fabric_flags(scenario, rate)])
     if code != 0:
         return None
     result = json.loads(buf.getvalue())
@@ -157,10 +158,10 @@ def variant_figures(folder: str) -> dict:
             "timeouts_per_run": mean(timeouts), "drops_per_run": mean(drops), "steals_per_run": mean(steals)}
 
 
-def collect(out: str, scenarios: List[str], variants: List[str]) -> List[dict]:
+def collect(out: str, scenarios: List[str], variants: List[str], rate: float = DEFAULT_RATE) -> List[dict]:
     rows = []
     for scenario in scenarios:
-        bound = scenario_bound(scenario, out) or {}
+        bound = scenario_bound(scenario, out, rate) or {}
         u_bound = bound.get("cluster_u_bound")
         figures = {v: variant_figures(os.path.join(out, scenario, v)) for v in variants}
         u_ecmp = figures.get("ecmp", {}).get("u_mean")
@@ -439,6 +440,9 @@ def main(argv=None) -> int:
     p.add_argument("--transport", choices=list(PROFILES), default=DEFAULT_PROFILE,
                    help="the runs' transport profile (testbed/transport.py; default %(default)s); give each profile "
                         "its own --out")
+    p.add_argument("--rate", type=float, default=DEFAULT_RATE, metavar="MBPS",
+                   help="host and fabric link rate, Mbit/s (default %(default)g, the emulator's capacity for 16 "
+                        "hosts); give each rate its own --out, and the same --rate to --collect-only")
     p.add_argument("--twin-set", action="append", default=[], metavar="TERM=VALUE",
                    help="fluid engine only, repeatable: a twin model term over the calibrated model's for every run "
                         "(testbed/run.py --twin-set), e.g. to try a term on the whole suite; give it its own --out")
@@ -450,6 +454,9 @@ def main(argv=None) -> int:
     bad = [s for s in scenarios if s not in known] + [v for v in variants if v not in VARIANTS]
     if bad:
         sys.stderr.write(f"suite.py: unknown scenario or variant: {', '.join(bad)}\n")
+        return 2
+    if not args.rate > 0:
+        sys.stderr.write(f"suite.py: --rate must be above 0 (got {args.rate:g})\n")
         return 2
     if args.twin_set and args.engine != "fluid":
         sys.stderr.write("suite.py: --twin-set is for --engine fluid\n")
@@ -471,7 +478,7 @@ def main(argv=None) -> int:
                 sys.stderr.write(f"suite: {scenario} / {variant}\n")
                 code = run_variant(args.engine, scenario, variant, args.seeds,
                                    os.path.join(args.out, scenario, variant), args.dry_run, args.transport,
-                                   args.twin_set)
+                                   args.twin_set, args.rate)
                 if code == 130:
                     return 130
                 if code == 2:
@@ -480,7 +487,7 @@ def main(argv=None) -> int:
     if args.dry_run:
         return 0
     os.makedirs(args.out, exist_ok=True)
-    rows = collect(args.out, scenarios, variants)
+    rows = collect(args.out, scenarios, variants, args.rate)
     write_outputs(args.out, rows, args.engine)
     result = {"engine": args.engine, "out": args.out, "rows": rows}
     if args.compare:

@@ -72,12 +72,23 @@ def test_a_small_suite_gives_rows_with_bound_and_gain_fraction(tmp_path):
 
 @pytest.mark.parametrize("bad", [["--scenarios", "nope"], ["--variants", "crux,nope"],
                                  ["--twin-set", "progress_weight=x"], ["--twin-set", "nonsense=1"],
-                                 ["--twin-set", "goodput=2"], ["--engine", "emulation", "--twin-set", "goodput=0.9"]])
+                                 ["--twin-set", "goodput=2"], ["--engine", "emulation", "--twin-set", "goodput=0.9"],
+                                 ["--rate", "0"]])
 def test_unknown_scenarios_or_variants_are_refused(tmp_path, bad):
     r = subprocess.run(SUITE + ["--engine", "fluid", "--out", str(tmp_path / "x"), *bad],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_the_rate_reaches_every_run_and_the_bound(tmp_path):
+    out = tmp_path / "suite"
+    r = subprocess.run(SUITE + ["--engine", "fluid", "--scenarios", "bert-bert-offset", "--variants", "ecmp",
+                                "--rate", "2.5", "--out", str(out), "--dry-run"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "--host-rate 2.5 --fabric-rate 2.5" in r.stderr and "--host-rate 5 " not in r.stderr
+    assert suite.fabric_flags("bert-bert-offset")[:4] == ["--host-rate", "5", "--fabric-rate", "5"]
 
 
 def placed_suite():
