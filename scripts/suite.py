@@ -80,14 +80,16 @@ def scenario_names() -> List[str]:
     return sorted(os.path.splitext(f)[0] for f in os.listdir(SUITE_DIR) if f.endswith(".yaml"))
 
 
-def fabric_flags(scenario: str, rate: float = DEFAULT_RATE) -> List[str]:
-    return ["--host-rate", f"{rate:g}", "--fabric-rate", f"{rate:g}"] + FABRIC.get(scenario, PAIR_FABRIC)
+def fabric_flags(scenario: str, rate: float = DEFAULT_RATE, min_packets: Optional[float] = None) -> List[str]:
+    budget = [] if min_packets is None else ["--min-packets", f"{min_packets:g}"]
+    return ["--host-rate", f"{rate:g}", "--fabric-rate", f"{rate:g}"] + budget + FABRIC.get(scenario, PAIR_FABRIC)
 
 
 def run_variant(engine: str, scenario: str, variant: str, seeds: str, out: str, dry_run: bool,
-                transport: str = DEFAULT_PROFILE, twin_set: Sequence[str] = (), rate: float = DEFAULT_RATE) -> int:
+                transport: str = DEFAULT_PROFILE, twin_set: Sequence[str] = (), rate: float = DEFAULT_RATE,
+                min_packets: Optional[float] = None) -> int:
     scheduler, axes = VARIANTS[variant]
-    extra = ["--engine", engine] + fabric_flags(scenario, rate)
+    extra = ["--engine", engine] + fabric_flags(scenario, rate, min_packets)
     if transport != DEFAULT_PROFILE:  # the default stays implicit, so that existing sweep folders resume as they are
         extra += ["--transport", transport]
     for term in twin_set:
@@ -101,7 +103,8 @@ def run_variant(engine: str, scenario: str, variant: str, seeds: str, out: str, 
     return subprocess.run(cmd, stdout=sys.stderr).returncode  # stdout is for the JSON summary
 
 
-def scenario_bound(scenario: str, out: str, rate: float = DEFAULT_RATE) -> Optional[dict]:
+def scenario_bound(scenario: str, out: str, rate: float = DEFAULT_RATE,
+                   min_packets: Optional[float] = None) -> Optional[dict]:
     """The scenario's bound (fluid engine, calibrated model), cached in <out>/<scenario>/bounds.json."""
     path = os.path.join(out, scenario, "bounds.json")
     if os.path.exists(path):
@@ -110,7 +113,7 @@ def scenario_bound(scenario: str, out: str, rate: float = DEFAULT_RATE) -> Optio
     buf = io.StringIO()
     with redirect_stdout(buf):
         code = bounds_script.main(["--scenario", os.path.join(SUITE_DIR, scenario + ".yaml"), "--engine", "fluid",
-                                   "--", *fabric_flags(scenario, rate)])
+                                   "--", *fabric_flags(scenario, rate, min_packets)])
     if code != 0:
         return None
     result = json.loads(buf.getvalue())
@@ -158,10 +161,11 @@ def variant_figures(folder: str) -> dict:
             "timeouts_per_run": mean(timeouts), "drops_per_run": mean(drops), "steals_per_run": mean(steals)}
 
 
-def collect(out: str, scenarios: List[str], variants: List[str], rate: float = DEFAULT_RATE) -> List[dict]:
+def collect(out: str, scenarios: List[str], variants: List[str], rate: float = DEFAULT_RATE,
+            min_packets: Optional[float] = None) -> List[dict]:
     rows = []
     for scenario in scenarios:
-        bound = scenario_bound(scenario, out, rate) or {}
+        bound = scenario_bound(scenario, out, rate, min_packets) or {}
         u_bound = bound.get("cluster_u_bound")
         figures = {v: variant_figures(os.path.join(out, scenario, v)) for v in variants}
         u_ecmp = figures.get("ecmp", {}).get("u_mean")
@@ -443,6 +447,10 @@ def main(argv=None) -> int:
     p.add_argument("--rate", type=float, default=DEFAULT_RATE, metavar="MBPS",
                    help="host and fabric link rate, Mbit/s (default %(default)g, the emulator's capacity for 16 "
                         "hosts); give each rate its own --out, and the same --rate to --collect-only")
+    p.add_argument("--min-packets", type=float, metavar="K",
+                   help="the runs' packets budget per operation (testbed/run.py --min-packets; default: each "
+                        "scenario's, 20). At another --rate the budget merges buckets differently; half the rate "
+                        "with half the budget runs the same workload")
     p.add_argument("--twin-set", action="append", default=[], metavar="TERM=VALUE",
                    help="fluid engine only, repeatable: a twin model term over the calibrated model's for every run "
                         "(testbed/run.py --twin-set), e.g. to try a term on the whole suite; give it its own --out")
@@ -454,6 +462,9 @@ def main(argv=None) -> int:
     bad = [s for s in scenarios if s not in known] + [v for v in variants if v not in VARIANTS]
     if bad:
         sys.stderr.write(f"suite.py: unknown scenario or variant: {', '.join(bad)}\n")
+        return 2
+    if args.min_packets is not None and not args.min_packets >= 0:
+        sys.stderr.write(f"suite.py: --min-packets must be 0 or more (got {args.min_packets:g})\n")
         return 2
     if not args.rate > 0:
         sys.stderr.write(f"suite.py: --rate must be above 0 (got {args.rate:g})\n")
@@ -478,7 +489,7 @@ def main(argv=None) -> int:
                 sys.stderr.write(f"suite: {scenario} / {variant}\n")
                 code = run_variant(args.engine, scenario, variant, args.seeds,
                                    os.path.join(args.out, scenario, variant), args.dry_run, args.transport,
-                                   args.twin_set, args.rate)
+                                   args.twin_set, args.rate, args.min_packets)
                 if code == 130:
                     return 130
                 if code == 2:
@@ -487,7 +498,7 @@ def main(argv=None) -> int:
     if args.dry_run:
         return 0
     os.makedirs(args.out, exist_ok=True)
-    rows = collect(args.out, scenarios, variants, args.rate)
+    rows = collect(args.out, scenarios, variants, args.rate, args.min_packets)
     write_outputs(args.out, rows, args.engine)
     result = {"engine": args.engine, "out": args.out, "rows": rows}
     if args.compare:

@@ -73,7 +73,7 @@ def test_a_small_suite_gives_rows_with_bound_and_gain_fraction(tmp_path):
 @pytest.mark.parametrize("bad", [["--scenarios", "nope"], ["--variants", "crux,nope"],
                                  ["--twin-set", "progress_weight=x"], ["--twin-set", "nonsense=1"],
                                  ["--twin-set", "goodput=2"], ["--engine", "emulation", "--twin-set", "goodput=0.9"],
-                                 ["--rate", "0"]])
+                                 ["--rate", "0"], ["--min-packets", "-1"]])
 def test_unknown_scenarios_or_variants_are_refused(tmp_path, bad):
     r = subprocess.run(SUITE + ["--engine", "fluid", "--out", str(tmp_path / "x"), *bad],
                        capture_output=True, text=True, timeout=60)
@@ -88,6 +88,11 @@ def test_the_rate_reaches_every_run_and_the_bound(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "--host-rate 2.5 --fabric-rate 2.5" in r.stderr and "--host-rate 5 " not in r.stderr
+    assert "--min-packets" not in r.stderr
+    halved = subprocess.run(SUITE + ["--engine", "fluid", "--scenarios", "bert-bert-offset", "--variants", "ecmp",
+                                     "--rate", "2.5", "--min-packets", "10", "--out", str(out), "--dry-run"],
+                            capture_output=True, text=True, timeout=120)
+    assert halved.returncode == 0 and "--host-rate 2.5 --fabric-rate 2.5 --min-packets 10" in halved.stderr
     assert suite.fabric_flags("bert-bert-offset")[:4] == ["--host-rate", "5", "--fabric-rate", "5"]
 
 
