@@ -483,6 +483,15 @@ def test_run_fluid_writes_a_results_folder(tmp_path):
     written = json.load(open(out / "summary.json"))
     assert written["config"]["twin"]["params"]["goodput"] < 1
     assert isinstance(written["twin"]["starvations_by_fifo_flows"], dict)
+    # Run at 10 Mbit/s, away from the calibration's rate, the summary says which term did not carry to another
+    # rate; at 5 Mbit/s, or with the term off, it says nothing.
+    assert any("overflow-timeout rule" in n for n in written["twin"]["notes"])
+    from twin.model import CALIBRATION_RATE_MBPS, calibration_notes
+    at_fit = CALIBRATION_RATE_MBPS
+    assert calibration_notes(twin.calibrated(), at_fit, at_fit) == []
+    assert calibration_notes(twin.calibrated(), 2.5, 2.5) and calibration_notes(twin.calibrated(), at_fit, 10.0)
+    assert calibration_notes(twin.calibrated(), 2.5, 2.5, lossless=True) == []
+    assert calibration_notes(IDEAL, 2.5, 2.5) == []
     assert written["versions"]["git_commit"] and written["versions"]["engine"] == "fluid"
     path, rows = collect(str(tmp_path))
     assert any(r["job"] == "__cluster__" and r["ok"] for r in rows)

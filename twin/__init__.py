@@ -43,7 +43,7 @@ from core.model import JobSpec
 from core.stats import percentile
 from testbed.qos import DEFAULT_QUEUE_MS
 from twin.engine import FluidSim, RunResult
-from twin.model import IDEAL, ModelParams, calibrated, parse_model_overrides, resolve_model
+from twin.model import IDEAL, ModelParams, calibrated, calibration_notes, parse_model_overrides, resolve_model
 from twin.network import HASH_MODELS, Network
 
 __all__ = ["MAX_HOSTS", "run_fluid", "simulate", "summarize", "prepare", "prepare_recorded", "ModelParams", "IDEAL",
@@ -266,7 +266,10 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
             "steals": getattr(policy, "steals", None),
             "lowered": getattr(policy, "lowered", None),
         }
+        notes = calibration_notes(model_params, spec.host_rate_mbps, spec.fabric_rate_mbps,
+                                  fifo_settings(config)["lossless"])
         summary.extra["twin"] = {"ring_model": result.ring_model, "sim_time_s": result.sim_time_s,
+                                 "notes": notes,
                                  "wall_s": result.wall_s,
                                  "recomputes": result.recomputes,
                                  "timeouts": round(float(sum(result.timeouts.values())), 1),
@@ -299,4 +302,6 @@ def _print(summary, out: str) -> None:
     cu = summary.cluster.get("gpu_utilization")
     if cu is not None:
         print(f"  cluster GPU utilisation: {cu:.3f}")
+    for note in (summary.extra.get("twin") or {}).get("notes") or []:
+        print(f"  note: {note}")
     print(f"  results: {out}/summary.json")

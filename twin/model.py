@@ -191,6 +191,24 @@ class ModelParams:
 
 IDEAL = ModelParams()
 
+#: The link rate of the emulation runs the calibration was fitted and measured on (scripts/suite.py's).
+CALIBRATION_RATE_MBPS = 5.0
+
+
+def calibration_notes(params: ModelParams, host_rate_mbps: float, fabric_rate_mbps: float,
+                      lossless: bool = False) -> list:
+    """What a run's results should say about the model's terms at the run's rates: the overflow-timeout rule counts
+    a FIFO's packets per flow, fitted at CALIBRATION_RATE_MBPS, and did not carry to 2.5 Mbit/s (docs/twin.md, At
+    other link rates)."""
+    rates = {host_rate_mbps, fabric_rate_mbps}
+    if params.overflow_timeouts > 0 and params.rto_s > 0 and not lossless and rates != {CALIBRATION_RATE_MBPS}:
+        return [f"the overflow-timeout rule (overflow_timeouts, fifo_flow_packets) was fitted at "
+                f"{CALIBRATION_RATE_MBPS:g} Mbit/s and counts packets per flow in a FIFO; at 2.5 Mbit/s it expected "
+                f"8-80 times the emulation's ECMP timeouts on the suite's pairs and put ECMP up to 0.19 low "
+                f"(docs/twin.md, At other link rates)"]
+    return []
+
+
 #: The calibrated model's measured terms (goodput, rto_s, rto_backoff, priority_hol_*, class_change_s), and its
 #: fitted ones until a fit is written (the prototype's values).
 DEFAULT_CALIBRATION = {"goodput": 0.956, "step_latency_s": 0.004, "queue_delay_s": 0.030, "rto_s": 0.2,
