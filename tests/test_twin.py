@@ -492,6 +492,7 @@ def test_run_fluid_writes_a_results_folder(tmp_path):
     assert calibration_notes(twin.calibrated(), 2.5, 2.5) and calibration_notes(twin.calibrated(), at_fit, 10.0)
     assert calibration_notes(twin.calibrated(), 2.5, 2.5, lossless=True) == []
     assert calibration_notes(IDEAL, 2.5, 2.5) == []
+    assert calibration_notes(twin.calibrated().with_(fifo_flow_rate_mbps=at_fit), 2.5, 2.5) == []
     assert written["versions"]["git_commit"] and written["versions"]["engine"] == "fluid"
     path, rows = collect(str(tmp_path))
     assert any(r["job"] == "__cluster__" and r["ok"] for r in rows)
@@ -565,6 +566,10 @@ def test_an_overflowing_fifo_costs_each_step_its_expected_timeouts(ring_model):
     assert run([a, b], overflow.with_(fifo_flow_packets=5.0)).sim_time_s == pytest.approx(ideal.sim_time_s)
     assert run([a, b], overflow, lossless=True).sim_time_s == pytest.approx(ideal.sim_time_s)
     assert run([a], overflow).sim_time_s == pytest.approx(run([a], IDEAL).sim_time_s)
+    # The threshold stated as a time of the link: 10 packets at 20 Mbit/s are 5 at these links' 10 Mbit/s, so
+    # the FIFO holds both flows; stated at the links' own rate it is the same as in packets.
+    assert run([a, b], overflow.with_(fifo_flow_rate_mbps=20.0)).sim_time_s == pytest.approx(ideal.sim_time_s)
+    assert run([a, b], overflow.with_(fifo_flow_rate_mbps=10.0)).sim_time_s == pytest.approx(r.sim_time_s)
 
 
 @pytest.mark.parametrize("ring_model", ["steps", "pipelined"])

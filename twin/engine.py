@@ -216,7 +216,11 @@ class FluidSim:
         # it; the lossless transport profile sizes it so that it never can).
         self.overflow_on = self.p.overflow_timeouts > 0 and self.p.rto_s > 0 and not lossless
         fifo_packets = np.array([queue_packets(r, queue_ms) for r in network.rate_mbps], dtype=float)
-        self.fifo_flows = fifo_packets / max(self.p.fifo_flow_packets, 1e-9)
+        per_flow = np.full(network.links, max(self.p.fifo_flow_packets, 1e-9))
+        if self.p.fifo_flow_rate_mbps > 0:
+            # The threshold as a time of the link: scaled with each link's rate from the one it was stated at.
+            per_flow = per_flow * network.rate_mbps / self.p.fifo_flow_rate_mbps
+        self.fifo_flows = fifo_packets / per_flow
         self.overflow_time = np.zeros(n)
         # What a class FIFO holds at most, in bytes, and each entity's wait behind the bytes queued ahead of it:
         # the current one, and its integral since the entity started sending (queue_backlog).

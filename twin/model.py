@@ -94,6 +94,10 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     for each of its flows (the FIFO's length is testbed/qos.py's, ``queue_ms`` of the link rate),
                     so a flow's window falls below what fast retransmit needs and losses end in timeouts. Charged
                     for the share of the step's time spent there. 0: off; never under the lossless profile.
+``fifo_flow_rate_mbps`` the rate at which ``fifo_flow_packets`` is stated, when above 0: at a link of another
+                    rate the threshold is scaled with it, a fixed time of the link per flow (1.5 packets at 5
+                    Mbit/s: 0.75 at 2.5) instead of a fixed number of packets. 0: packets at every rate. Not
+                    calibrated: tried at 2.5 Mbit/s in docs/twin.md (At other link rates).
 ``class_change_s``  what a live class change costs a flow that was starved in its old class (sending at under
                     ``starve_share`` of its host link) while it had bytes in flight: those bytes stay in the old
                     FIFO and TCP resends them once the flow's later packets, in the new class, are acknowledged;
@@ -156,6 +160,7 @@ class ModelParams:
     starve_backoff_flows: float = 1.0
     overflow_timeouts: float = 0.0
     fifo_flow_packets: float = 2.0
+    fifo_flow_rate_mbps: float = 0.0
     rto_rttvar: float = 0.0
     class_change_s: float = 0.0
     class_change_strands: float = 0.0
@@ -201,10 +206,13 @@ def calibration_notes(params: ModelParams, host_rate_mbps: float, fabric_rate_mb
     a FIFO's packets per flow, fitted at CALIBRATION_RATE_MBPS, and did not carry to 2.5 Mbit/s (docs/twin.md, At
     other link rates)."""
     rates = {host_rate_mbps, fabric_rate_mbps}
-    if params.overflow_timeouts > 0 and params.rto_s > 0 and not lossless and rates != {CALIBRATION_RATE_MBPS}:
+    in_packets = params.fifo_flow_rate_mbps <= 0
+    if params.overflow_timeouts > 0 and params.rto_s > 0 and not lossless and in_packets \
+            and rates != {CALIBRATION_RATE_MBPS}:
         return [f"the overflow-timeout rule (overflow_timeouts, fifo_flow_packets) was fitted at "
                 f"{CALIBRATION_RATE_MBPS:g} Mbit/s and counts packets per flow in a FIFO; at 2.5 Mbit/s it expected "
-                f"8-80 times the emulation's ECMP timeouts on the suite's pairs and put ECMP up to 0.19 low "
+                f"8-80 times the emulation's ECMP timeouts on the suite's pairs and put ECMP up to 0.19 low; "
+                f"--twin-set fifo_flow_rate_mbps={CALIBRATION_RATE_MBPS:g} states it as a time of the link instead "
                 f"(docs/twin.md, At other link rates)"]
     return []
 
