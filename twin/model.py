@@ -97,7 +97,7 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
 ``fifo_flow_rate_mbps`` the rate at which ``fifo_flow_packets`` is stated, when above 0: at a link of another
                     rate the threshold is scaled with it, a fixed time of the link per flow (1.5 packets at 5
                     Mbit/s: 0.75 at 2.5) instead of a fixed number of packets. 0: packets at every rate. Not
-                    calibrated: tried at 2.5 Mbit/s in docs/twin.md (At other link rates).
+                    calibrated: tried at 2.5 and 3.5 Mbit/s in docs/twin.md (At other link rates).
 ``class_change_s``  what a live class change costs a flow that was starved in its old class (sending at under
                     ``starve_share`` of its host link) while it had bytes in flight: those bytes stay in the old
                     FIFO and TCP resends them once the flow's later packets, in the new class, are acknowledged;
@@ -212,8 +212,8 @@ def calibration_notes(params: ModelParams, host_rate_mbps: float, fabric_rate_mb
         return [f"the overflow-timeout rule (overflow_timeouts, fifo_flow_packets) was fitted at "
                 f"{CALIBRATION_RATE_MBPS:g} Mbit/s and counts packets per flow in a FIFO; at 2.5 Mbit/s it expected "
                 f"8-80 times the emulation's ECMP timeouts on the suite's pairs and put ECMP up to 0.19 low; "
-                f"--twin-set fifo_flow_rate_mbps={CALIBRATION_RATE_MBPS:g} states it as a time of the link instead "
-                f"(docs/twin.md, At other link rates)"]
+                f"--twin-set fifo_flow_rate_mbps={CALIBRATION_RATE_MBPS:g} states it as a time of the link instead, "
+                f"which held at 3.5 Mbit/s (docs/twin.md, At other link rates)"]
     return []
 
 
