@@ -35,14 +35,12 @@ PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if PROJECT_DIR not in sys.path:
     sys.path.insert(0, PROJECT_DIR)
 
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
+from testbed.bootstrap import asks_for_fluid, ensure_env  # noqa: E402  (standard library only)
 
 if __name__ == "__main__":
     # Set up what is missing and continue in .venv (asking for --help needs no fabric).
     _argv = sys.argv[1:]
-    _fluid = "fluid" in [a.split("=", 1)[-1] for a in _argv if a.startswith("--engine")] + \
-        [b for a, b in zip(_argv, _argv[1:]) if a == "--engine"]
-    ensure_env("bench_fidelity.py", needs_fabric=not (_fluid or {"-h", "--help"} & set(_argv)))
+    ensure_env("bench_fidelity.py", needs_fabric=not (asks_for_fluid(_argv) or {"-h", "--help"} & set(_argv)))
 
 from testbed.results import RunFolder  # noqa: E402
 

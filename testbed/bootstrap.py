@@ -94,6 +94,13 @@ def problems(needs_fabric: bool) -> List[str]:
     return [p for p in found if p]
 
 
+def asks_for_fluid(argv: List[str]) -> bool:
+    """Whether a command line asks for ``--engine fluid`` (either spelling), read before argparse runs: the
+    flow-level twin needs no fabric and no root."""
+    return "fluid" in [a.split("=", 1)[-1] for a in argv if a.startswith("--engine=")] + \
+        [b for a, b in zip(argv, argv[1:]) if a == "--engine"]
+
+
 def in_venv(venv: Optional[str] = None) -> bool:
     return os.path.realpath(sys.prefix) == os.path.realpath(venv or venv_dir())
 

@@ -22,16 +22,14 @@ PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if PROJECT_DIR not in sys.path:
     sys.path.insert(0, PROJECT_DIR)
 
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
+from testbed.bootstrap import asks_for_fluid, ensure_env  # noqa: E402  (standard library only)
 
 if __name__ == "__main__":
     # ``sudo python testbed/run.py`` picks whatever ``python`` root has: set up what is missing, then continue in
     # <project>/.venv. Asking for --help needs no set-up beyond the environment.
     # The flow-level twin (--engine fluid) needs no fabric, and no root.
     _argv = sys.argv[1:]
-    _fluid = "fluid" in [a.split("=", 1)[-1] for a in _argv if a.startswith("--engine")] + \
-        [b for a, b in zip(_argv, _argv[1:]) if a == "--engine"]
-    ensure_env("run.py", needs_fabric=not (_fluid or {"-h", "--help"} & set(_argv)))
+    ensure_env("run.py", needs_fabric=not (asks_for_fluid(_argv) or {"-h", "--help"} & set(_argv)))
 
 import argparse  # noqa: E402
 import logging  # noqa: E402

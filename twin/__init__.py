@@ -247,8 +247,9 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
     try:
         if resolved.get("faults"):
             raise ValueError("the fluid engine does not model faults (links failing or coming back)")
+        fifo = fifo_settings(config)
         result = simulate(layout, jobs, scheduler, params, model_params, class_mode, class_floor, hash_seed,
-                          time_limit_s, ring_model, hash_model, **fifo_settings(config), seed=seed)
+                          time_limit_s, ring_model, hash_model, **fifo, seed=seed)
         figures = summarize(jobs, result)
         summary.jobs = [JobSummary.from_dict(j) for j in figures["jobs"]]
         summary.cluster = figures["cluster"]
@@ -266,8 +267,7 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
             "steals": getattr(policy, "steals", None),
             "lowered": getattr(policy, "lowered", None),
         }
-        notes = calibration_notes(model_params, spec.host_rate_mbps, spec.fabric_rate_mbps,
-                                  fifo_settings(config)["lossless"])
+        notes = calibration_notes(model_params, spec.host_rate_mbps, spec.fabric_rate_mbps, fifo["lossless"])
         summary.extra["twin"] = {"ring_model": result.ring_model, "sim_time_s": result.sim_time_s,
                                  "notes": notes,
                                  "wall_s": result.wall_s,
