@@ -92,7 +92,8 @@ def replay(summary, params, ring_model="auto", seed_offset=0):
 
 
 FIXED = {name: DEFAULT_CALIBRATION[name] for name in ("goodput", "rto_s", "rto_backoff", "priority_hol_packets",
-                                                      "priority_hol_min_packets", "priority_hol_floor_packets")}
+                                                      "priority_hol_min_packets", "priority_hol_floor_packets",
+                                                      "fifo_flow_rate_mbps")}
 _RUNS = {}
 
 

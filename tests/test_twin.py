@@ -483,16 +483,25 @@ def test_run_fluid_writes_a_results_folder(tmp_path):
     written = json.load(open(out / "summary.json"))
     assert written["config"]["twin"]["params"]["goodput"] < 1
     assert isinstance(written["twin"]["starvations_by_fifo_flows"], dict)
-    # Run at 10 Mbit/s, away from the calibration's rate, the summary says which term did not carry to another
-    # rate; at 5 Mbit/s, or with the term off, it says nothing.
-    assert any("overflow-timeout rule" in n for n in written["twin"]["notes"])
+    # The calibrated overflow rule is a time of the link, checked from 2.5 to 10 Mbit/s: at 10 Mbit/s the summary
+    # has nothing to say; counted in packets (the form that did not carry to 2.5 Mbit/s), it names the rule, and
+    # outside the checked rates it says the run is.
     from twin.model import CALIBRATION_RATE_MBPS, calibration_notes
-    at_fit = CALIBRATION_RATE_MBPS
-    assert calibration_notes(twin.calibrated(), at_fit, at_fit) == []
-    assert calibration_notes(twin.calibrated(), 2.5, 2.5) and calibration_notes(twin.calibrated(), at_fit, 10.0)
-    assert calibration_notes(twin.calibrated(), 2.5, 2.5, lossless=True) == []
-    assert calibration_notes(IDEAL, 2.5, 2.5) == []
-    assert calibration_notes(twin.calibrated().with_(fifo_flow_rate_mbps=at_fit), 2.5, 2.5) == []
+    assert written["twin"]["notes"] == []
+    at_fit, in_packets = CALIBRATION_RATE_MBPS, twin.calibrated().with_(fifo_flow_rate_mbps=0)
+    assert twin.calibrated().fifo_flow_rate_mbps == at_fit
+    for rates in ((at_fit, at_fit), (2.5, 2.5), (at_fit, 10.0), (3.5, 3.5)):
+        assert calibration_notes(twin.calibrated(), *rates) == []
+    assert calibration_notes(in_packets, at_fit, at_fit) == []
+    assert any("overflow-timeout rule" in n for n in calibration_notes(in_packets, 2.5, 2.5))
+    assert calibration_notes(in_packets, 2.5, 2.5, lossless=True) == []
+    outside = calibration_notes(twin.calibrated(), at_fit, 40.0)
+    assert len(outside) == 1 and "40 Mbit/s" in outside[0] and "outside" in outside[0]
+    assert calibration_notes(IDEAL, 1.0, 1.0) == [] and calibration_notes(IDEAL, 2.5, 2.5) == []
+    assert twin.run_fluid(resolved, "crux", 1, str(tmp_path / "packets"), quiet=True,
+                          model_overrides=["fifo_flow_rate_mbps=0"]) == 0
+    notes = json.load(open(tmp_path / "packets" / "summary.json"))["twin"]["notes"]
+    assert any("overflow-timeout rule" in n for n in notes)
     assert written["versions"]["git_commit"] and written["versions"]["engine"] == "fluid"
     path, rows = collect(str(tmp_path))
     assert any(r["job"] == "__cluster__" and r["ok"] for r in rows)
