@@ -376,6 +376,21 @@ def _number(text) -> Optional[float]:
         return None
 
 
+def _merge_labels(points, near: float = 0.01) -> List[tuple]:
+    """(name, variants, u, o) per group of ``points`` ((name, variant, u, o)) that share a name and lie within
+    ``near`` of the group's first point on both axes: variants that agree (Crux and Flux often do) get one label
+    instead of labels printed over each other."""
+    groups: List[tuple] = []
+    for name, variant, u, o in points:
+        for g_name, g_variants, g_u, g_o in groups:
+            if g_name == name and abs(g_u - u) <= near and abs(g_o - o) <= near:
+                g_variants.append(variant)
+                break
+        else:
+            groups.append((name, [variant], u, o))
+    return groups
+
+
 def compare_plot(out: str, pairs: List[dict], other_dir: str) -> None:
     """<out>/compare.png: the other folder's mean utilisation against this one's, per scenario and variant
     (cluster, with the ±CLUSTER_BAND band) and per job (±JOB_BAND), one colour per variant; the points outside
@@ -399,8 +414,9 @@ def compare_plot(out: str, pairs: List[dict], other_dir: str) -> None:
             mine = [(u, o) for p, _n, u, o in points if p["variant"] == variant]
             ax.scatter([u for u, _o in mine], [o for _u, o in mine], s=14, color=colours[variant], label=variant)
         outside = [(n, p["variant"], u, o) for p, n, u, o in points if abs(o - u) > band]
-        for name, variant, u, o in outside:
-            ax.annotate(f"{name} ({variant})", (u, o), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        for name, names, u, o in _merge_labels(outside):
+            ax.annotate(f"{name} ({', '.join(names)})", (u, o), fontsize=6, xytext=(3, 3),
+                        textcoords="offset points")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         ax.set_aspect("equal")

@@ -211,3 +211,11 @@ def test_compare_lists_the_pairs_the_other_engine_orders_the_other_way(tmp_path)
     pairs = suite.compare(str(here), rows, str(other))
     assert [(d["a"], d["b"]) for d in suite.discordant_pairs(pairs)] == [("flux", "ecmp")]
     assert "orders the other way: 1." in (here / "compare.md").read_text()
+
+
+def test_compare_plot_gives_variants_that_agree_one_label():
+    outside = [("small-first bert_b", "crux", 0.885, 0.808), ("small-first bert_b", "flux", 0.886, 0.808),
+               ("small-first bert_b", "ecmp", 0.700, 0.600), ("stress-8 bert_b", "flux", 0.885, 0.808)]
+    assert suite._merge_labels(outside) == [("small-first bert_b", ["crux", "flux"], 0.885, 0.808),
+                                            ("small-first bert_b", ["ecmp"], 0.700, 0.600),
+                                            ("stress-8 bert_b", ["flux"], 0.885, 0.808)]
