@@ -99,7 +99,8 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     Mbit/s: 0.75 at 2.5) instead of a fixed number of packets. 0: packets at every rate. The
                     calibrated model states it at 5 Mbit/s, its fit's rate (nothing changes there): counted in
                     packets the rule put ECMP 0.14-0.19 low at 2.5 Mbit/s; as a time of the link it kept ECMP
-                    within the bands at 2.5 and, held out, at 3.5 Mbit/s (docs/twin.md, At other link rates).
+                    within the bands at 2.5 and, held out, at 3.5 and 10 Mbit/s (docs/twin.md, At other link
+                    rates).
 ``class_change_s``  what a live class change costs a flow that was starved in its old class (sending at under
                     ``starve_share`` of its host link) while it had bytes in flight: those bytes stay in the old
                     FIFO and TCP resends them once the flow's later packets, in the new class, are acknowledged;
@@ -219,7 +220,7 @@ def calibration_notes(params: ModelParams, host_rate_mbps: float, fabric_rate_mb
                      f"{CALIBRATION_RATE_MBPS:g} Mbit/s and here counts packets per flow in a FIFO; so counted, at "
                      f"2.5 Mbit/s it expected 8-80 times the emulation's ECMP timeouts on the suite's pairs and put "
                      f"ECMP up to 0.19 low; --twin-set fifo_flow_rate_mbps={CALIBRATION_RATE_MBPS:g} (the "
-                     f"calibrated model's) states it as a time of the link, which held at 2.5 and 3.5 Mbit/s "
+                     f"calibrated model's) states it as a time of the link, which held at 2.5, 3.5 and 10 Mbit/s "
                      f"(docs/twin.md, At other link rates)")
     low, high = CHECKED_RATES_MBPS
     outside = sorted(r for r in rates if not low <= r <= high)
@@ -232,7 +233,7 @@ def calibration_notes(params: ModelParams, host_rate_mbps: float, fabric_rate_mb
 
 #: The calibrated model's measured terms (goodput, rto_s, rto_backoff, priority_hol_*, class_change_s), the form of
 #: its overflow rule (fifo_flow_packets stated at the calibration's rate, so a time of the link: held out at 3.5
-#: Mbit/s, docs/twin.md), and its fitted terms until a fit is written (the prototype's values).
+#: and 10 Mbit/s, docs/twin.md), and its fitted terms until a fit is written (the prototype's values).
 DEFAULT_CALIBRATION = {"goodput": 0.956, "step_latency_s": 0.004, "queue_delay_s": 0.030, "rto_s": 0.2,
                        "rto_backoff": 1.0, "priority_hol_packets": 2.5, "priority_hol_min_packets": 0.7,
                        "priority_hol_floor_packets": 0.2, "class_change_s": 0.1,
