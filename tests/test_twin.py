@@ -581,6 +581,29 @@ def test_an_overflowing_fifo_costs_each_step_its_expected_timeouts(ring_model):
     assert run([a, b], overflow.with_(fifo_flow_rate_mbps=10.0)).sim_time_s == pytest.approx(r.sim_time_s)
 
 
+def test_a_pipelined_ring_waits_out_its_overflow_timeouts_between_pieces_out_of_the_fifo(monkeypatch):
+    import twin.engine
+    from twin.engine import FluidSim
+    view = LAYOUT.view()
+    # Three jobs of different sizes on the same leaf-spine links, in FIFOs that hold two flows (5 packets each of
+    # 10): whenever one ring waits out a timeout the other two fit. Rings that stay in the FIFO until their
+    # transfer ends and pay all their timeouts after it overflow it the whole time.
+    overflow = IDEAL.with_(rto_s=0.1, overflow_timeouts=1.0, fifo_flow_packets=5.0)
+    jobs = [job(i, nbytes, hosts=[HOSTS[i], HOSTS[4 + i], HOSTS[8 + i], HOSTS[12 + i]])
+            for i, nbytes in enumerate((400_000, 300_000, 200_000))]
+
+    def run(ring_model):
+        return FluidSim(Network(LAYOUT, view), jobs, _OneClassOnePath(view, jobs), overflow,
+                        ring_model=ring_model, queue_ms=1.0).run()
+    steps, pipelined = run("steps"), run("pipelined")
+    ideal = FluidSim(Network(LAYOUT, view), jobs, _OneClassOnePath(view, jobs), IDEAL, queue_ms=1.0).run()
+    assert steps.sim_time_s > ideal.sim_time_s + 0.05
+    assert pipelined.sim_time_s == pytest.approx(steps.sim_time_s, rel=0.1)
+    assert sum(pipelined.timeouts.values()) == pytest.approx(sum(steps.timeouts.values()), rel=0.1)
+    monkeypatch.setattr(twin.engine, "OVERFLOW_PIECES", 1)
+    assert run("pipelined").sim_time_s > 1.2 * steps.sim_time_s
+
+
 @pytest.mark.parametrize("ring_model", ["steps", "pipelined"])
 def test_a_job_fifo_order_serves_the_older_operation_first(ring_model):
     from twin.engine import FluidSim

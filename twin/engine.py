@@ -52,6 +52,7 @@ from workloads.program import COMPUTE, LAUNCH, WAIT, IterationProgram
 HEADER_BYTES = 8          # workloads/allreduce.py: one message header per ring step
 RING_MODELS = ("steps", "pipelined")
 PROGRESS_STEPS = 4        # workloads/worker.py: a progress event per quarter of a rank's bytes
+OVERFLOW_PIECES = 8       # a pipelined ring pays its expected overflow timeouts after each eighth of its bytes
 FLOAT_BYTES = 4
 _EPS_T = 1e-12
 
@@ -222,6 +223,13 @@ class FluidSim:
             per_flow = per_flow * network.rate_mbps / self.p.fifo_flow_rate_mbps
         self.fifo_flows = fifo_packets / per_flow
         self.overflow_time = np.zeros(n)
+        # Pipelined rings in an overflowing FIFO pay their expected timeouts as they go, piece by piece (out of the
+        # FIFO while they wait, as steps are), not all after the transfer: rem is the current piece's bytes,
+        # piece_left what follows it, piece_time the ring's sending time in this piece.
+        self.piece_left = np.zeros(n)
+        self.piece_bytes = np.zeros(n)
+        self.piece_steps = np.zeros(n)
+        self.piece_time = np.zeros(n)
         # What a class FIFO holds at most, in bytes, and each entity's wait behind the bytes queued ahead of it:
         # the current one, and its integral since the entity started sending (queue_backlog).
         self.fifo_bytes = fifo_packets * MTU_BYTES
@@ -420,6 +428,7 @@ class FluidSim:
             self.fluid_time[idx] += dt
             self.queued_time[idx] += dt * self.queued_now[idx]
             self.overflow_time[idx] += dt * self.overflow_now[idx]
+            self.piece_time[idx] += dt
             self.t_acc[idx] = self.now
             if self.uses_events:
                 self._progress(idx)
@@ -594,7 +603,9 @@ class FluidSim:
         if not self.overflow_on:
             return 0.0
         if self.pipelined:
-            share = self.overflow_time[e] / self.fluid_time[e] if self.fluid_time[e] > 0 else 0.0
+            # The piece's share (the whole transfer's when the ring is one piece).
+            share = self.overflow_time[e] / self.piece_time[e] if self.piece_time[e] > 0 else 0.0
+            self.overflow_time[e] = self.piece_time[e] = 0.0
         else:
             share = float(self.xfer_overflow[e])
             self.xfer_overflow[e] = False
@@ -760,13 +771,17 @@ class FluidSim:
     def _start_ring(self, op: Op) -> None:
         e = self.ring_index[(op.job.index, op.bucket)]
         total = float(max(self._rank_bytes(op)))
+        pieces = min(op.steps, OVERFLOW_PIECES) if self.overflow_on else 1
         self.active[e] = True
-        self.rem[e] = self.total[e] = total
+        self.total[e] = total
+        self.rem[e] = self.piece_bytes[e] = total / pieces
+        self.piece_left[e] = total - self.rem[e]
+        self.piece_steps[e] = op.steps / pieces
         self.step_bytes[e] = total / op.steps
         self.t_ref[e] = self.t_acc[e] = self.now
         self.xfer_op[e] = op
         self.xfer_queued[e] = self.queued_now[e] = self.overflow_now[e] = False
-        self.fluid_time[e] = self.queued_time[e] = self.overflow_time[e] = 0.0
+        self.fluid_time[e] = self.queued_time[e] = self.overflow_time[e] = self.piece_time[e] = 0.0
         self.step_start[e] = self.now
         if self.p.share_cv > 0:
             self._draw_share(e)
@@ -791,23 +806,52 @@ class FluidSim:
 
     def _progress(self, idx: np.ndarray) -> None:
         """Progress events of the pipelined rings that crossed another quarter of their bytes."""
-        done = 1.0 - self.rem[idx] / np.maximum(self.total[idx], 1.0)
+        left = self.rem[idx] + self.piece_left[idx]
+        done = 1.0 - left / np.maximum(self.total[idx], 1.0)
         marks = np.minimum((done * PROGRESS_STEPS + 1e-9).astype(np.int64), PROGRESS_STEPS - 1)
         for e in idx[marks > self.marks[idx]]:
-            self.marks[e] = min(int((1.0 - self.rem[e] / max(self.total[e], 1.0)) * PROGRESS_STEPS + 1e-9),
-                                PROGRESS_STEPS - 1)
+            frac = 1.0 - (self.rem[e] + self.piece_left[e]) / max(self.total[e], 1.0)
+            self.marks[e] = min(int(frac * PROGRESS_STEPS + 1e-9), PROGRESS_STEPS - 1)
             op = self.xfer_op[e]
-            frac = 1.0 - self.rem[e] / max(self.total[e], 1.0)
             for r, b in enumerate(self._rank_bytes(op)):
                 op.bytes_sent[r] = int(frac * b)
                 self._emit("progress", op, r, op.bytes_sent[r])
 
-    def _ring_flow_done(self, e: int) -> None:
-        op = self.xfer_op[e]
+    def _accumulate_ring(self, e: int) -> None:
+        """Ring e's sending time since the last count, and the part of it spent queueing or overflowing."""
         dt = self.now - self.t_acc[e]
         self.fluid_time[e] += dt
         self.queued_time[e] += dt * self.queued_now[e]
         self.overflow_time[e] += dt * self.overflow_now[e]
+        self.piece_time[e] += dt
+        self.t_acc[e] = self.now
+
+    def _ring_piece_done(self, e: int) -> None:
+        """Ring e sent a piece of its bytes: it pays the piece's expected overflow timeouts now, out of the
+        network (as the step model's steps wait out theirs), then sends the next piece."""
+        self._accumulate_ring(e)
+        delay = self._overflow_delay(e, self.piece_steps[e])
+        piece = min(self.piece_bytes[e], self.piece_left[e])
+        self.piece_left[e] -= piece
+        if self.piece_left[e] < 1.0:        # rounding: what is left goes with this piece
+            piece += self.piece_left[e]
+            self.piece_left[e] = 0.0
+        self.rem[e] = piece
+        self.t_ref[e] = self.now
+        if delay > _EPS_T and not self.suspended[e]:
+            self.suspended[e] = True
+            self.finish[e] = np.inf
+            self.dirty = True
+            self._push(self.now + delay, _EV_RESUME_FLOW, e)
+        elif self.rate[e] > 0 and not self.suspended[e]:
+            self.finish[e] = self.now + piece / self.rate[e]
+
+    def _ring_flow_done(self, e: int) -> None:
+        if self.piece_left[e] > 0:
+            self._ring_piece_done(e)
+            return
+        op = self.xfer_op[e]
+        self._accumulate_ring(e)
         self._retire(e)
         # Every step's fixed latency lies on the ring's critical path; queueing is charged per step for the
         # share of the time the ring's flows spent behind same-class traffic on a saturated link.
@@ -815,7 +859,7 @@ class FluidSim:
         if self.p.queue_delay_s > 0 and self.fluid_time[e] > 0:
             delay += op.steps * self.p.queue_delay_s * self.queued_time[e] / self.fluid_time[e]
         delay += self._backlog_delay(e, op.steps)
-        delay += self._overflow_delay(e, op.steps)
+        delay += self._overflow_delay(e, self.piece_steps[e])
         delay += self._hol_delay(e, op.steps)
         delay += self._starved_tail(e)
         if delay > 0:
@@ -1025,6 +1069,7 @@ class FluidSim:
                 self._settle()
                 self.suspended[c] = False
                 self.starved_since[c] = np.nan
+                self.t_acc[c] = self.now    # a pipelined ring's time asleep is not time sending
                 self.dirty = True
         elif kind == _EV_EVENTS:
             self._deliver(payload)
