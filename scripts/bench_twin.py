@@ -2,11 +2,12 @@
 """Scaling benchmark of the flow-level twin: wall time and peak memory per cluster size and scheduler.
 
     python scripts/bench_twin.py [--sizes 16,64,256,1024,4096] [--schedulers ecmp,crux,flux] [--figure FILE]
-                                 [--ring-model auto|steps|pipelined]
+                                 [--ring-model auto|steps|pipelined] [--overflow-pieces N]
 
 Each run is its own process (so that its peak resident memory is its own), on one core, with the calibrated
 model and ``ring_model="auto"`` (every ring step simulated up to 128 GPUs, whole rings above; ``--ring-model``
-forces one, to compare the two on one size). Sizes and their scenarios:
+forces one, to compare the two on one size; ``--overflow-pieces`` the number of pieces in which a pipelined
+ring pays its overflow timeouts, ``twin.engine.OVERFLOW_PIECES``). Sizes and their scenarios:
 
 * 16: the headline scenario on the shipped 2 x 4 x 4 leaf-spine;
 * 64, 256: G/16 tenants of 16 workers (the four shipped models in turn), random placement, on G/32 leaves of 32
@@ -60,9 +61,12 @@ def setup(gpus: int):
                   "jobs": jobs}
 
 
-def one(gpus: int, scheduler: str, ring_model: str = "auto") -> dict:
+def one(gpus: int, scheduler: str, ring_model: str = "auto", overflow_pieces: int | None = None) -> dict:
     """Run one size under one scheduler in this process."""
     import twin
+    import twin.engine
+    if overflow_pieces is not None:
+        twin.engine.OVERFLOW_PIECES = overflow_pieces
     from core.fabric import FabricLayout
     from workloads.scenario import scenario_from_dict
     t0 = time.perf_counter()
@@ -78,6 +82,7 @@ def one(gpus: int, scheduler: str, ring_model: str = "auto") -> dict:
     r = twin.simulate(layout, jobs, scheduler, {}, "calibrated", "strict", 0.01, 1, ring_model=ring_model)
     wall = time.perf_counter() - t0
     return {"gpus": gpus, "scheduler": scheduler, "jobs": len(jobs), "ring_model": r.ring_model,
+            "overflow_pieces": twin.engine.OVERFLOW_PIECES,
             "wall_s": round(wall, 3), "sim_wall_s": round(r.wall_s, 3), "sim_s": round(r.sim_time_s, 3),
             "completed": r.completed, "recomputes": r.recomputes, "decide_calls": r.decide_calls,
             "cluster_gpu_utilization": twin.summarize(jobs, r)["cluster"]["gpu_utilization"],
@@ -90,17 +95,24 @@ def main(argv=None) -> int:
     p.add_argument("--schedulers", default="ecmp,crux,flux")
     p.add_argument("--figure", default=None, help="write a PNG of wall time against GPUs")
     p.add_argument("--ring-model", default="auto", choices=("auto", "steps", "pipelined"))
+    p.add_argument("--overflow-pieces", type=int, default=None, metavar="N",
+                   help="pieces in which a pipelined ring pays its overflow timeouts (default: the engine's 8)")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # "GPUS:SCHEDULER": run in this process
     args = p.parse_args(argv)
+    if args.overflow_pieces is not None and args.overflow_pieces < 1:
+        p.error("--overflow-pieces must be at least 1")
     if args.one:
         gpus, scheduler = args.one.split(":")
-        print(json.dumps(one(int(gpus), scheduler, args.ring_model)))
+        print(json.dumps(one(int(gpus), scheduler, args.ring_model, args.overflow_pieces)))
         return 0
     records = []
     for gpus in (int(s) for s in args.sizes.split(",")):
         for scheduler in args.schedulers.split(","):
-            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", f"{gpus}:{scheduler}",
-                                  "--ring-model", args.ring_model], capture_output=True, text=True)
+            command = [sys.executable, os.path.abspath(__file__), "--one", f"{gpus}:{scheduler}",
+                       "--ring-model", args.ring_model]
+            if args.overflow_pieces is not None:
+                command += ["--overflow-pieces", str(args.overflow_pieces)]
+            out = subprocess.run(command, capture_output=True, text=True)
             if out.returncode != 0:
                 records.append({"gpus": gpus, "scheduler": scheduler, "error": out.stderr.strip()[-500:]})
             else:

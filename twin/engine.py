@@ -12,7 +12,8 @@ One discrete-event loop (a heap of timed events, plus the network's next flow co
   flow key the scheduler decides on); it carries one step at a time;
 * with ``ring_model="pipelined"`` a bucket's whole ring is one flow over all its hops' links instead (a link
   crossed by k hops carries k times its rate), from the moment every rank has launched, with the per-step
-  terms charged 2(N-1) times: far fewer rate computations at scale (docs/twin.md);
+  terms charged 2(N-1) times: far fewer rate computations at scale (docs/twin.md); in an overflowing FIFO it
+  sends in ``OVERFLOW_PIECES`` pieces and waits out each piece's expected timeouts out of the network;
 * the network: every sending connection is a fluid flow on its route; rates come from ``twin.network.allocate``
   whenever the set of sending flows, a class or a path changes, and each flow's completion time follows;
 * the scheduler: the project's own policy object (controller/schedulers) gets the workers' ``OperationEvent``s
