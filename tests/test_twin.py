@@ -605,6 +605,25 @@ def test_a_pipelined_ring_waits_out_its_overflow_timeouts_between_pieces_out_of_
 
 
 @pytest.mark.parametrize("ring_model", ["steps", "pipelined"])
+def test_only_the_ranks_whose_hop_crosses_an_overflowing_fifo_time_out(ring_model):
+    from twin.engine import FluidSim
+    view = LAYOUT.view()
+    overflow = IDEAL.with_(rto_s=0.1, overflow_timeouts=1.0, fifo_flow_packets=10.0)
+    # Each ring has two ranks on leaf 0 and two on leaf 1: two of its four hops cross the leaf-spine links the
+    # two jobs share (FIFOs that hold one flow), two stay inside a leaf. Every step waits one timeout; the two
+    # ranks on the uplinks are charged one each.
+    a = job(0, 400_000, hosts=[HOSTS[0], HOSTS[1], HOSTS[4], HOSTS[5]])
+    b = job(1, 400_000, hosts=[HOSTS[2], HOSTS[3], HOSTS[6], HOSTS[7]])
+
+    def run(params):
+        return FluidSim(Network(LAYOUT, view), [a, b], _OneClassOnePath(view, [a, b]), params,
+                        ring_model=ring_model, queue_ms=1.0).run()
+    r = run(overflow)
+    assert r.sim_time_s == pytest.approx(run(IDEAL).sim_time_s + ring_steps(4) * 0.1, rel=1e-6)
+    assert r.timeouts == pytest.approx({0: 2 * ring_steps(4), 1: 2 * ring_steps(4)})
+
+
+@pytest.mark.parametrize("ring_model", ["steps", "pipelined"])
 def test_a_job_fifo_order_serves_the_older_operation_first(ring_model):
     from twin.engine import FluidSim
     view = LAYOUT.view()

@@ -198,6 +198,7 @@ class FluidSim:
         else:
             self.ent_conns = [[c] for c in range(len(keys))]
         self.ent_job = np.array([meta[conns[0]][0] for conns in self.ent_conns], dtype=np.int64)
+        self.n_conns = np.array([len(conns) for conns in self.ent_conns], dtype=float)
         self.n_job_ids = int(self.ent_job.max()) + 1 if len(self.ent_job) else 1
         self.ent_of = [0] * len(keys)
         for e, conns in enumerate(self.ent_conns):
@@ -207,6 +208,7 @@ class FluidSim:
         hops = max((len(network.route(k.src_ip, k.dst_ip, 0)) for k in keys), default=1)
         width = max(hops * len(conns) for conns in self.ent_conns) if n else 1
         self.routes = np.full((n, width), -1, dtype=np.int64)
+        self.route_conn = np.full((n, width), -1, dtype=np.int64)     # which of the entity's connections
         for e in range(n):
             self._set_route(e)
         self.cls = np.zeros(n, dtype=np.int64)
@@ -224,6 +226,10 @@ class FluidSim:
             per_flow = per_flow * network.rate_mbps / self.p.fifo_flow_rate_mbps
         self.fifo_flows = fifo_packets / per_flow
         self.overflow_time = np.zeros(n)
+        # A pipelined ring's connections (ranks) in an overflowing FIFO, as a share of its connections, now and
+        # integrated over its sending time: the step model counts a timeout for each rank whose step overflowed.
+        self.overflow_conns_now = np.zeros(n)
+        self.overflow_conn_time = np.zeros(n)
         # Pipelined rings in an overflowing FIFO pay their expected timeouts as they go, piece by piece (out of the
         # FIFO while they wait, as steps are), not all after the transfer: rem is the current piece's bytes,
         # piece_left what follows it, piece_time the ring's sending time in this piece.
@@ -314,12 +320,17 @@ class FluidSim:
     def _set_route(self, e: int) -> None:
         """The links of entity e from its connections' paths (a link its ring crosses twice counts twice)."""
         links: List[int] = []
-        for c in self.ent_conns[e]:
+        owners: List[int] = []
+        for i, c in enumerate(self.ent_conns[e]):
             key = self.conn_key[c]
             path = self.decision[c].path
-            links += self.net.route(key.src_ip, key.dst_ip, self.hashed[c] if path is None else path)
+            route = self.net.route(key.src_ip, key.dst_ip, self.hashed[c] if path is None else path)
+            links += route
+            owners += [i] * len(route)
         self.routes[e, :] = -1
         self.routes[e, :len(links)] = links
+        self.route_conn[e, :] = -1
+        self.route_conn[e, :len(owners)] = owners
 
     def _entity_class(self, e: int) -> int:
         """A connection's class; a pipelined ring moves at the pace of its lowest class."""
@@ -429,6 +440,7 @@ class FluidSim:
             self.fluid_time[idx] += dt
             self.queued_time[idx] += dt * self.queued_now[idx]
             self.overflow_time[idx] += dt * self.overflow_now[idx]
+            self.overflow_conn_time[idx] += dt * self.overflow_conns_now[idx]
             self.piece_time[idx] += dt
             self.t_acc[idx] = self.now
             if self.uses_events:
@@ -528,10 +540,19 @@ class FluidSim:
             self._mark_backlog(idx, rows, links, saturated, key)
         if self.overflow_on:
             flows_here = np.bincount(key, minlength=8 * n_links)
+            over_entry = saturated[links] & (flows_here[key] > self.fifo_flows[links])
             over = np.zeros(idx.size, dtype=bool)
-            over[rows[saturated[links] & (flows_here[key] > self.fifo_flows[links])]] = True
+            over[rows[over_entry]] = True
             self.xfer_overflow[idx[over]] = True
             self.overflow_now[idx] = over
+            if self.pipelined:
+                # Distinct (ring, connection) pairs with a link in an overflowing FIFO, per ring.
+                _rows, cols = np.nonzero(self.routes[idx] >= 0)
+                width = self.route_conn.shape[1]
+                owners = self.route_conn[idx[rows], cols]
+                pairs = np.unique(rows[over_entry] * width + owners[over_entry])
+                conns = np.bincount(pairs // width, minlength=idx.size)
+                self.overflow_conns_now[idx] = conns / self.n_conns[idx]
 
     def _mark_lower_class(self, idx: np.ndarray, rates: np.ndarray) -> None:
         """Per link, the lowest class that takes more than its floor there: it fills the gaps the higher classes
@@ -604,13 +625,15 @@ class FluidSim:
         if not self.overflow_on:
             return 0.0
         if self.pipelined:
-            # The piece's share (the whole transfer's when the ring is one piece).
+            # The piece's share (the whole transfer's when the ring is one piece): a step waits while any of
+            # its ranks overflows, and only those ranks' connections time out.
             share = self.overflow_time[e] / self.piece_time[e] if self.piece_time[e] > 0 else 0.0
-            self.overflow_time[e] = self.piece_time[e] = 0.0
+            conn_share = self.overflow_conn_time[e] / self.piece_time[e] if self.piece_time[e] > 0 else 0.0
+            self.overflow_time[e] = self.overflow_conn_time[e] = self.piece_time[e] = 0.0
         else:
-            share = float(self.xfer_overflow[e])
+            share = conn_share = float(self.xfer_overflow[e])
             self.xfer_overflow[e] = False
-        self._count_timeouts(e, steps * share * self.p.overflow_timeouts)
+        self._count_timeouts(e, steps * conn_share * self.p.overflow_timeouts)
         return steps * share * self.p.overflow_timeouts * self._timer(e)
 
     def _timer(self, e: int) -> float:
@@ -783,6 +806,7 @@ class FluidSim:
         self.xfer_op[e] = op
         self.xfer_queued[e] = self.queued_now[e] = self.overflow_now[e] = False
         self.fluid_time[e] = self.queued_time[e] = self.overflow_time[e] = self.piece_time[e] = 0.0
+        self.overflow_conn_time[e] = self.overflow_conns_now[e] = 0.0
         self.step_start[e] = self.now
         if self.p.share_cv > 0:
             self._draw_share(e)
@@ -824,6 +848,7 @@ class FluidSim:
         self.fluid_time[e] += dt
         self.queued_time[e] += dt * self.queued_now[e]
         self.overflow_time[e] += dt * self.overflow_now[e]
+        self.overflow_conn_time[e] += dt * self.overflow_conns_now[e]
         self.piece_time[e] += dt
         self.t_acc[e] = self.now
 
