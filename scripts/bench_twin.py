@@ -3,11 +3,13 @@
 
     python scripts/bench_twin.py [--sizes 16,64,256,1024,4096] [--schedulers ecmp,crux,flux] [--figure FILE]
                                  [--ring-model auto|steps|pipelined] [--overflow-pieces N]
+                                 [--twin-set TERM=VALUE ...]
 
 Each run is its own process (so that its peak resident memory is its own), on one core, with the calibrated
 model and ``ring_model="auto"`` (every ring step simulated up to 128 GPUs, whole rings above; ``--ring-model``
 forces one, to compare the two on one size; ``--overflow-pieces`` the number of pieces in which a pipelined
-ring pays its overflow timeouts, ``twin.engine.OVERFLOW_PIECES``). Sizes and their scenarios:
+ring pays its overflow timeouts, ``twin.engine.OVERFLOW_PIECES``; ``--twin-set`` a model term over the calibrated
+model's, as testbed/run.py's). Sizes and their scenarios:
 
 * 16: the headline scenario on the shipped 2 x 4 x 4 leaf-spine;
 * 64, 256: G/16 tenants of 16 workers (the four shipped models in turn), random placement, on G/32 leaves of 32
@@ -61,7 +63,8 @@ def setup(gpus: int):
                   "jobs": jobs}
 
 
-def one(gpus: int, scheduler: str, ring_model: str = "auto", overflow_pieces: int | None = None) -> dict:
+def one(gpus: int, scheduler: str, ring_model: str = "auto", overflow_pieces: int | None = None,
+        model_overrides: tuple = ()) -> dict:
     """Run one size under one scheduler in this process."""
     import twin
     import twin.engine
@@ -79,10 +82,11 @@ def one(gpus: int, scheduler: str, ring_model: str = "auto", overflow_pieces: in
     else:
         resolved = twin.prepare(scenario, spec)
         layout, jobs = resolved["layout"], resolved["jobs"]
-    r = twin.simulate(layout, jobs, scheduler, {}, "calibrated", "strict", 0.01, 1, ring_model=ring_model)
+    model = twin.parse_model_overrides(model_overrides)
+    r = twin.simulate(layout, jobs, scheduler, {}, model, "strict", 0.01, 1, ring_model=ring_model)
     wall = time.perf_counter() - t0
     return {"gpus": gpus, "scheduler": scheduler, "jobs": len(jobs), "ring_model": r.ring_model,
-            "overflow_pieces": twin.engine.OVERFLOW_PIECES,
+            "overflow_pieces": twin.engine.OVERFLOW_PIECES, "model_overrides": list(model_overrides),
             "wall_s": round(wall, 3), "sim_wall_s": round(r.wall_s, 3), "sim_s": round(r.sim_time_s, 3),
             "completed": r.completed, "recomputes": r.recomputes, "decide_calls": r.decide_calls,
             "cluster_gpu_utilization": twin.summarize(jobs, r)["cluster"]["gpu_utilization"],
@@ -97,13 +101,21 @@ def main(argv=None) -> int:
     p.add_argument("--ring-model", default="auto", choices=("auto", "steps", "pipelined"))
     p.add_argument("--overflow-pieces", type=int, default=None, metavar="N",
                    help="pieces in which a pipelined ring pays its overflow timeouts (default: the engine's 8)")
+    p.add_argument("--twin-set", action="append", default=[], metavar="TERM=VALUE",
+                   help="repeatable: one model term over the calibrated model's (twin/model.py), e.g. "
+                        "--twin-set queue_backlog=0")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # "GPUS:SCHEDULER": run in this process
     args = p.parse_args(argv)
     if args.overflow_pieces is not None and args.overflow_pieces < 1:
         p.error("--overflow-pieces must be at least 1")
+    from twin.model import parse_model_overrides
+    try:
+        parse_model_overrides(args.twin_set)
+    except ValueError as e:
+        p.error(str(e))
     if args.one:
         gpus, scheduler = args.one.split(":")
-        print(json.dumps(one(int(gpus), scheduler, args.ring_model, args.overflow_pieces)))
+        print(json.dumps(one(int(gpus), scheduler, args.ring_model, args.overflow_pieces, tuple(args.twin_set))))
         return 0
     records = []
     for gpus in (int(s) for s in args.sizes.split(",")):
@@ -112,6 +124,8 @@ def main(argv=None) -> int:
                        "--ring-model", args.ring_model]
             if args.overflow_pieces is not None:
                 command += ["--overflow-pieces", str(args.overflow_pieces)]
+            for item in args.twin_set:
+                command += ["--twin-set", item]
             out = subprocess.run(command, capture_output=True, text=True)
             if out.returncode != 0:
                 records.append({"gpus": gpus, "scheduler": scheduler, "error": out.stderr.strip()[-500:]})
