@@ -100,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--twin-hash", choices=["ovs", "salted"], default="ovs",
                    help="fluid engine only: ECMP paths by Open vSwitch's own hash, as the emulation's switches choose "
                         "them (the same in every run), or by a hash salted with --seed (to see the spread)")
+    g.add_argument("--twin-ring-model", choices=["auto", "steps", "pipelined"], default="auto",
+                   help="fluid engine only: every ring step simulated (steps, the model checked against the "
+                        "emulation), each bucket's ring as one flow (pipelined, for scale), or steps up to 128 GPUs "
+                        "and pipelined above (auto)")
     g.add_argument("--scheduler", default="ecmp", metavar="NAME",
                    help="scheduling policy: ecmp, bytescheduler, crux, flux or flux-v1 (docs/schedulers.md)")
     g.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
@@ -506,6 +510,7 @@ def run_fluid(args, resolved: dict) -> int:
         return twin.run_fluid(resolved, scheduler=args.scheduler, seed=args.seed, out=out, run_id=run_id,
                               class_mode=args.class_mode, class_floor=args.class_floor, model=args.twin_model,
                               model_overrides=args.twin_set, hash_model=args.twin_hash,
+                              ring_model=args.twin_ring_model,
                               flags={name.replace("_", "-"): value for name, value in sorted(vars(args).items())},
                               command=" ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
                               time_limit_s=args.time_limit, quiet=args.quiet, queue_ms=args.queue_ms)

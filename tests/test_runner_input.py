@@ -1,4 +1,5 @@
 """The runner's handling of bad input: one line on stderr, exit 2, no traceback, nothing started (no root)."""
+import json
 import os
 import subprocess
 import sys
@@ -87,3 +88,17 @@ def test_outcome_fails_on_any_failure_and_flags_an_unfaithful_run():
                                       "the scheduler controller exited (code -9)"], False)
     assert (ok, code) == (False, runner.EXIT_FAILED)
     assert error == "the scheduler controller exited (code -9); workers failed: a rank 0"
+
+
+def test_the_fluid_ring_model_is_chosen_by_a_flag_and_recorded(tmp_path):
+    # auto simulates every ring step at this size; the flag asks for whole rings and the summary says which ran.
+    for choice, expected in (("auto", "steps"), ("pipelined", "pipelined")):
+        out = tmp_path / choice
+        r = run("--engine", "fluid", "--scenario", os.path.join(PROJECT_DIR, "workloads", "scenarios", "smoke.yaml"),
+                "--twin-ring-model", choice, "--quiet", "--out", str(out))
+        assert r.returncode == 0, r.stderr
+        summary = json.load(open(out / "summary.json"))
+        assert summary["twin"]["ring_model"] == expected
+        assert summary["config"]["flags"]["twin-ring-model"] == choice
+    r = run("--engine", "fluid", "--twin-ring-model", "rings")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "--twin-ring-model" in r.stderr
