@@ -257,17 +257,18 @@ def plot(out: str, rows: List[dict], engine: str) -> None:
     plt.close(fig)
 
 
-def job_values(folder: str) -> Dict[str, List[float]]:
-    """GPU utilisation of each job in each completed run of one sweep folder (its summary.csv)."""
+def job_values(folder: str, column: str = "gpu_utilization") -> Dict[str, List[float]]:
+    """A figure (GPU utilisation unless told) of each job in each completed run of one sweep folder (its
+    summary.csv); runs that leave the column empty are left out."""
     path = os.path.join(folder, SUMMARY_CSV)
     if not os.path.exists(path):
         return {}
     rows, _ = read_summary_csv(path)
     values: Dict[str, List[float]] = {}
     for row in rows:
-        if row.get("job") in (None, "", CLUSTER) or row.get("ok") != "True" or not row.get("gpu_utilization"):
+        if row.get("job") in (None, "", CLUSTER) or row.get("ok") != "True" or not row.get(column):
             continue
-        values.setdefault(row["job"], []).append(float(row["gpu_utilization"]))
+        values.setdefault(row["job"], []).append(float(row[column]))
     return values
 
 
@@ -306,6 +307,9 @@ def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
         their_jobs = job_means(os.path.join(other_dir, r["scenario"], r["variant"]))
         job_diffs = {job: their_jobs[job] - u for job, u in mine_jobs.items() if job in their_jobs}
         worst = max(job_diffs, key=lambda j: abs(job_diffs[j])) if job_diffs else None
+        # Only the fluid engine fills the column, so it comes from whichever of the two folders is the twin's.
+        starvation = (_means(job_values(os.path.join(other_dir, r["scenario"], r["variant"]), "starvation_timeouts"))
+                      or _means(job_values(os.path.join(out, r["scenario"], r["variant"]), "starvation_timeouts")))
         pairs.append({"scenario": r["scenario"], "variant": r["variant"], "u": r["u_mean"],
                       "u_other": float(theirs["u_mean"]), "other_min": float(theirs["u_min"]),
                       "other_max": float(theirs["u_max"]), "difference": float(theirs["u_mean"]) - r["u_mean"],
@@ -313,7 +317,8 @@ def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
                       "worst_job_difference": job_diffs[worst] if worst else None,
                       "worst_job_range": (min(mine_values[worst]), max(mine_values[worst])) if worst else None,
                       "jobs": {job: (u, their_jobs[job]) for job, u in mine_jobs.items() if job in their_jobs},
-                      "timeouts": r.get("timeouts_per_run"), "timeouts_other": _number(theirs.get("timeouts_per_run"))})
+                      "timeouts": r.get("timeouts_per_run"), "timeouts_other": _number(theirs.get("timeouts_per_run")),
+                      "starvation_timeouts": {job: starvation[job] for job in job_diffs if job in starvation}})
     lines = [f"Mean cluster GPU utilisation here ({out}) and in {other_dir} (with its min-max over seeds); "
              f"difference = other - here; worst job: the job whose mean differs most.", "",
              "| scenario | variant | runs here | here | other [min, max] | difference | worst job | job diff. | "
@@ -347,6 +352,7 @@ def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
                      f"{sum(abs(p['difference']) for p in mine) / len(mine):.3f} | "
                      f"{sum(worst) / len(worst) if worst else float('nan'):.3f} | {len(inside)}/{len(mine)} | "
                      f"{', '.join(outside)} |")
+    lines += starvation_table(pairs)
     lines += ["", "| scenario | order here | order in other | same order |", "|---|---|---|---|"]
     for scenario in dict.fromkeys(p["scenario"] for p in pairs):
         mine = [p for p in pairs if p["scenario"] == scenario]
@@ -362,6 +368,40 @@ def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
         f.write("\n".join(lines) + "\n")
     compare_plot(out, pairs, other_dir)
     return pairs
+
+
+def starvation_table(pairs: List[dict]) -> List[str]:
+    """compare.md's jobs split by whether the twin's starvation rule timed them out (mean starvation timeouts per
+    run above 0): how many are within JOB_BAND and the largest difference on each side, per variant and in all,
+    and the jobs outside the band that the rule did not touch. Empty when neither folder has the column."""
+    if not any(p["starvation_timeouts"] for p in pairs):
+        return []
+    lines = ["", f"Jobs by whether the twin's starvation rule timed them out (`starvation_timeouts` per run above "
+             f"0, from the fluid folder's summary.csv): jobs within ±{JOB_BAND} and the largest difference.", "",
+             "| variant | starved: within | mean abs. | largest | not starved: within | mean abs. | largest | "
+             "not starved, outside |",
+             "|---|---|---|---|---|---|---|---|"]
+
+    def side(entries):
+        within = sum(abs(d) <= JOB_BAND for _v, _s, _j, d in entries)
+        if not entries:
+            return "0/0", "", ""
+        errors = [abs(d) for _v, _s, _j, d in entries]
+        return f"{within}/{len(entries)}", f"{np.mean(errors):.3f}", f"{max(errors):.3f}"
+    groups = {variant: [p for p in pairs if p["variant"] == variant]
+              for variant in dict.fromkeys(p["variant"] for p in pairs)}
+    groups["all"] = pairs
+    for variant, mine in groups.items():
+        starved, clear = [], []
+        for p in mine:
+            for job, d in p["job_differences"].items():
+                if job in p["starvation_timeouts"]:
+                    (starved if p["starvation_timeouts"][job] > 0 else clear).append((p["variant"], p["scenario"],
+                                                                                       job, d))
+        outside = ", ".join(f"{v + ' ' if variant == 'all' else ''}{s} {j} {d:+.3f}"
+                            for v, s, j, d in clear if abs(d) > JOB_BAND)
+        lines.append(f"| {variant} | {' | '.join(side(starved))} | {' | '.join(side(clear))} | {outside} |")
+    return lines
 
 
 def _within(value: float, low: float, high: float) -> bool:

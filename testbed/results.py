@@ -325,10 +325,12 @@ SUMMARY_CSV = "summary.csv"  # one row per run and job, plus a CLUSTER row per r
 CLUSTER = "__cluster__"
 RUN_COLUMNS = ["run_id", "scheduler", "scenario", "seed"]
 #: ``timeouts``: TCP retransmission timeouts (a job's, or the run's on the CLUSTER row); ``drops``: packets the
-#: switches' class queues dropped and ``steals``: Flux's steals (CLUSTER row; empty where the engine has none).
+#: switches' class queues dropped and ``steals``: Flux's steals (CLUSTER row; empty where the engine has none);
+#: ``starvation_timeouts``: the part of ``timeouts`` that the fluid engine's starvation rule charged (empty for
+#: emulation runs), the figure docs/twin.md's cross-validation sorts the twin's jobs by.
 #: Enough to tabulate a sweep from this file alone, without its run folders (scripts/suite.py).
 JOB_COLUMNS = ["job", "model", "workers", "iterations", "iteration_time_mean_s", "iteration_time_p99_s",
-               "gpu_utilization", "gpu_utilization_reconstructed", "timeouts", "drops", "steals", "faithful", "ok",
+               "gpu_utilization", "gpu_utilization_reconstructed", "timeouts", "starvation_timeouts", "drops", "steals", "faithful", "ok",
                "error", "git_commit"]
 #: ``git_commit``: the code that produced the run (12 digits, ``+dirty`` when tracked files differed from it), so
 #: that a table kept without its run folders still says which code made each row.
@@ -487,6 +489,7 @@ def summary_rows(record: RunRecord, axes) -> List[dict]:
                          gpu_utilization=_cell(job.gpu_utilization),
                          gpu_utilization_reconstructed=_cell(job.gpu_utilization_reconstructed),
                          timeouts=_cell(job_timeouts(job)),
+                         starvation_timeouts=_cell(job.figures.get("starvation_timeouts")),
                          faithful=faithful, ok=ok, error=job.error or summary.error or ""))
     run_timeouts = (fidelity.get("tcp") or {}).get("timeouts")
     if run_timeouts is None and summary.jobs and all(job_timeouts(j) is not None for j in summary.jobs):
@@ -496,10 +499,18 @@ def summary_rows(record: RunRecord, axes) -> List[dict]:
                      iteration_time_mean_s="", iteration_time_p99_s="",
                      gpu_utilization=_cell(cluster.get("gpu_utilization")),
                      gpu_utilization_reconstructed=_cell(cluster.get("gpu_utilization_reconstructed")),
-                     timeouts=_cell(run_timeouts), drops=_cell((fidelity.get("classes") or {}).get("dropped")),
+                     timeouts=_cell(run_timeouts),
+                     starvation_timeouts=_cell(_total(j.figures.get("starvation_timeouts") for j in summary.jobs)),
+                     drops=_cell((fidelity.get("classes") or {}).get("dropped")),
                      steals=_cell(controller.get("steals")),
                      faithful=faithful, ok=ok, error=summary.error or ""))
     return rows
+
+
+def _total(values) -> Optional[float]:
+    """The sum of a figure over a run's jobs; None when a job lacks it (an engine that has no such figure)."""
+    values = list(values)
+    return None if not values or any(v is None for v in values) else sum(values)
 
 
 def collect(results_dir: str) -> Tuple[str, List[dict]]:

@@ -134,17 +134,18 @@ def test_the_earlier_overlap_correction_orders_jobs_differently_only_on_vgg_bert
     assert differ == {"vgg-bert", "small-first"}
 
 
-def _suite_folder(root, scenario, variant, jobs):
-    """A suite folder holding one sweep table (summary.csv) with one run of ``jobs`` ({job: utilisation})."""
+def _suite_folder(root, scenario, variant, jobs, starvation=None):
+    """A suite folder holding one sweep table (summary.csv) with one run of ``jobs`` ({job: utilisation});
+    ``starvation`` ({job: timeouts}): a twin's ``starvation_timeouts`` column."""
     folder = root / scenario / variant
     folder.mkdir(parents=True)
     cluster = sum(jobs.values()) / len(jobs)
     with open(folder / "summary.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["run_id", "scheduler", "job", "gpu_utilization", "ok"])
+        w.writerow(["run_id", "scheduler", "job", "gpu_utilization", "ok", "starvation_timeouts"])
         for job, u in jobs.items():
-            w.writerow(["r1", variant, job, u, "True"])
-        w.writerow(["r1", variant, "__cluster__", cluster, "True"])
+            w.writerow(["r1", variant, job, u, "True", "" if starvation is None else starvation[job]])
+        w.writerow(["r1", variant, "__cluster__", cluster, "True", ""])
     with open(root / "suite.csv", "a", newline="") as f:
         w = csv.writer(f)
         if f.tell() == 0:
@@ -168,6 +169,26 @@ def test_compare_names_the_job_furthest_off_and_counts_agreement(tmp_path):
     table = (here / "compare.md").read_text()
     assert "| ecmp | 1/2 | 0/2 | 0.020 | 0.070 |" in table
     assert (here / "compare.png").stat().st_size > 0
+
+
+def test_compare_splits_the_jobs_by_whether_the_twins_starvation_rule_timed_them_out(tmp_path):
+    here, other = tmp_path / "here", tmp_path / "other"
+    rows = [_suite_folder(here, "pair", "crux", {"a": 0.80, "b": 0.60}),
+            _suite_folder(here, "solo", "crux", {"a": 0.90})]
+    _suite_folder(other, "pair", "crux", {"a": 0.70, "b": 0.62}, starvation={"a": 12, "b": 0})
+    _suite_folder(other, "solo", "crux", {"a": 0.96}, starvation={"a": 0})
+    pairs = {p["scenario"]: p for p in suite.compare(str(here), rows, str(other))}
+    assert pairs["pair"]["starvation_timeouts"] == {"a": 12, "b": 0}
+    table = (here / "compare.md").read_text()
+    # a (starved) is 0.10 off; b and solo's a (not starved) 0.02 and 0.06 off, the latter outside the band.
+    assert "| crux | 0/1 | 0.100 | 0.100 | 1/2 | 0.040 | 0.060 | solo a +0.060 |" in table
+    assert "| all | 0/1 | 0.100 | 0.100 | 1/2 | 0.040 | 0.060 | crux solo a +0.060 |" in table
+    # Two emulation folders (no such column on either side): no such table.
+    plain = tmp_path / "plain"
+    _suite_folder(plain, "pair", "crux", {"a": 0.70, "b": 0.62})
+    _suite_folder(plain, "solo", "crux", {"a": 0.96})
+    suite.compare(str(here), rows, str(plain))
+    assert "starvation rule" not in (here / "compare.md").read_text()
 
 
 def test_compare_says_whether_the_job_furthest_off_is_a_figure_the_runs_here_gave(tmp_path):

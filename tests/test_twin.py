@@ -336,6 +336,9 @@ def test_starvation_timeouts_cost_time_and_are_counted():
     # Job 1 resumes at the first timer after job 0 is done (0.2 + 0.4 = 0.6 s), not at 0.48 s.
     times = {j: t for j, ops in r.op_times.items() for _it, _b, t in ops}
     assert times[1] == pytest.approx(0.6 + alone, rel=1e-6)
+    # Every one of them is the starvation rule's, and its 4 flows were starved from 0 until job 0 was done.
+    assert r.starvation_timeouts == r.timeouts and r.starvation_timeouts[0] == 0
+    assert r.starved_flow_s == pytest.approx({0: 0.0, 1: 4 * alone}, rel=1e-6)
     # Without backoff (TCP's RTO grew with the RTT under the floor): one timeout per starved connection, and job 1
     # goes on the moment job 0 is done.
     r = FluidSim(Network(LAYOUT, view), [a, b], _Fixed(view, [a, b]), params.with_(rto_backoff=0.0)).run()
@@ -483,6 +486,12 @@ def test_run_fluid_writes_a_results_folder(tmp_path):
     written = json.load(open(out / "summary.json"))
     assert written["config"]["twin"]["params"]["goodput"] < 1
     assert isinstance(written["twin"]["starvations_by_fifo_flows"], dict)
+    assert written["jobs"][0]["starvation_timeouts"] == 0 and written["jobs"][0]["starved_flow_s"] == 0
+    # A starved job is named in the run's notes with its starvation timeouts; a run without one says nothing.
+    starved = twin.starvation_notes([{"name": "gpt2", "starvation_timeouts": 12.0, "starved_flow_s": 3.25},
+                                     {"name": "bert", "starvation_timeouts": 0.0, "starved_flow_s": 0.0}])
+    assert len(starved) == 1 and "gpt2 (12 timeouts, 3.2 s starved" in starved[0] and "bert" not in starved[0]
+    assert twin.starvation_notes([{"name": "bert", "starvation_timeouts": 0.0, "starved_flow_s": 0.0}]) == []
     # The calibrated overflow rule is a time of the link, checked from 2.5 to 10 Mbit/s: at 10 Mbit/s the summary
     # has nothing to say; counted in packets (the form that did not carry to 2.5 Mbit/s), it names the rule, and
     # outside the checked rates it says the run is.
@@ -505,6 +514,7 @@ def test_run_fluid_writes_a_results_folder(tmp_path):
     assert written["versions"]["git_commit"] and written["versions"]["engine"] == "fluid"
     path, rows = collect(str(tmp_path))
     assert any(r["job"] == "__cluster__" and r["ok"] for r in rows)
+    assert all(r["starvation_timeouts"] == 0 for r in rows if r["run_id"] == summary.run_id)
     # A term set over the model is the one the run used, and the summary says so.
     assert twin.run_fluid(resolved, "crux", 1, str(tmp_path / "set"), quiet=True,
                           model_overrides=["progress_weight=2", "goodput=0.9"]) == 0
@@ -571,6 +581,7 @@ def test_an_overflowing_fifo_costs_each_step_its_expected_timeouts(ring_model):
     r = run([a, b], overflow)
     assert r.sim_time_s == pytest.approx(ideal.sim_time_s + ring_steps(4) * 0.1, rel=1e-6)
     assert r.timeouts == pytest.approx({0: 4 * ring_steps(4), 1: 4 * ring_steps(4)})
+    assert r.starvation_timeouts == {0: 0, 1: 0}              # none of them is the starvation rule's
     # A FIFO that holds both flows, the lossless profile, or one job alone: nothing is charged.
     assert run([a, b], overflow.with_(fifo_flow_packets=5.0)).sim_time_s == pytest.approx(ideal.sim_time_s)
     assert run([a, b], overflow, lossless=True).sim_time_s == pytest.approx(ideal.sim_time_s)

@@ -139,6 +139,11 @@ class RunResult:
     scheduler: Any = None                                # the policy object, for its own statistics
     ring_model: str = "steps"
     starvations: Dict[int, int] = field(default_factory=dict)  # starvations of rto_s or more, by flows in the FIFO
+    # job index -> the part of ``timeouts`` the starvation rule charged, and the seconds its flows spent in
+    # starvations of rto_s or more (summed over its flows): how much of a job's figure rests on that rule
+    # (docs/twin.md, Against the suite).
+    starvation_timeouts: Dict[int, float] = field(default_factory=dict)
+    starved_flow_s: Dict[int, float] = field(default_factory=dict)
     op_trace: Optional[Dict[Tuple[int, int, int], Dict[int, List[float]]]] = None  # FluidSim(trace_ops=True)
 
 
@@ -288,6 +293,8 @@ class FluidSim:
         self.ops: Dict[Tuple[int, int, int], Op] = {}
         self.op_times: Dict[int, List[Tuple[int, int, float]]] = {j.index: [] for j in self.jobs}
         self.timeouts: Dict[int, float] = {j.index: 0 for j in self.jobs}
+        self.starvation_timeouts: Dict[int, float] = {j.index: 0 for j in self.jobs}
+        self.starved_flow_s: Dict[int, float] = {j.index: 0.0 for j in self.jobs}
         self.live_class_changes = 0
         self.events = 0
         self.events_sent = 0
@@ -704,17 +711,22 @@ class FluidSim:
         if starved >= self.p.rto_s:
             k = int(self.starved_fifo[c])
             self.starvations[k] = self.starvations.get(k, 0) + 1
+            self.starved_flow_s[int(self.ent_job[c])] += starved
 
-    def _count_timeouts(self, e: int, per_connection: float) -> None:
-        """Charge entity e's job ``per_connection`` timeouts for each connection the entity carries."""
-        self.timeouts[int(self.ent_job[e])] += per_connection * len(self.ent_conns[e])
+    def _count_timeouts(self, e: int, per_connection: float, starved: bool = False) -> None:
+        """Charge entity e's job ``per_connection`` timeouts for each connection the entity carries; ``starved``:
+        the starvation rule's."""
+        count = per_connection * len(self.ent_conns[e])
+        self.timeouts[int(self.ent_job[e])] += count
+        if starved:
+            self.starvation_timeouts[int(self.ent_job[e])] += count
 
     def _adaptive_timeout(self, c: int, starved: float, timer: float) -> None:
         """``rto_backoff`` off: a starvation as long as the flow's timer or longer cost one timeout, at its onset,
         and nothing after it: the flow went on at what its class was left (the floor), its RTO grew with the RTT
         it measured there, and it sends again as soon as capacity is back."""
         if starved >= timer:
-            self._count_timeouts(c, 1)
+            self._count_timeouts(c, 1, starved=True)
 
     def _close_starvation(self, c: int) -> Optional[Tuple[float, int]]:
         """Flow c's starvation (if any) ends now: count it, let it raise c's timer and charge its timeouts. Under
@@ -736,7 +748,7 @@ class FluidSim:
             return None
         # Timers fire at since + base (2^k - 1); the flow resumes at the first one at or after now.
         k = max(1, math.ceil(math.log2(starved / base + 1) - 1e-12))
-        self._count_timeouts(c, k)
+        self._count_timeouts(c, k, starved=True)
         return since + base * (2 ** k - 1), k
 
     def _end_starvation(self, c: int, not_before: float = 0.0) -> bool:
@@ -1076,7 +1088,8 @@ class FluidSim:
                          self.decide_calls, self.flow_changes, self.recomputes, self.now,
                          time.perf_counter() - wall0, error is None and self.running == 0, error,
                          self.events_sent, ring_model="pipelined" if self.pipelined else "steps",
-                         starvations=dict(sorted(self.starvations.items())), op_trace=self.op_trace)
+                         starvations=dict(sorted(self.starvations.items())), op_trace=self.op_trace,
+                         starvation_timeouts=self.starvation_timeouts, starved_flow_s=self.starved_flow_s)
 
     def _handle(self, kind: int, payload: Any) -> None:
         if kind == _EV_GPU:
