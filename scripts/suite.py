@@ -396,8 +396,8 @@ def starvation_table(pairs: List[dict]) -> List[str]:
         for p in mine:
             for job, d in p["job_differences"].items():
                 if job in p["starvation_timeouts"]:
-                    (starved if p["starvation_timeouts"][job] > 0 else clear).append((p["variant"], p["scenario"],
-                                                                                       job, d))
+                    side_of_job = starved if p["starvation_timeouts"][job] > 0 else clear
+                    side_of_job.append((p["variant"], p["scenario"], job, d))
         outside = ", ".join(f"{v + ' ' if variant == 'all' else ''}{s} {j} {d:+.3f}"
                             for v, s, j, d in clear if abs(d) > JOB_BAND)
         lines.append(f"| {variant} | {' | '.join(side(starved))} | {' | '.join(side(clear))} | {outside} |")

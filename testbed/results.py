@@ -330,8 +330,8 @@ RUN_COLUMNS = ["run_id", "scheduler", "scenario", "seed"]
 #: emulation runs), the figure docs/twin.md's cross-validation sorts the twin's jobs by.
 #: Enough to tabulate a sweep from this file alone, without its run folders (scripts/suite.py).
 JOB_COLUMNS = ["job", "model", "workers", "iterations", "iteration_time_mean_s", "iteration_time_p99_s",
-               "gpu_utilization", "gpu_utilization_reconstructed", "timeouts", "starvation_timeouts", "drops", "steals", "faithful", "ok",
-               "error", "git_commit"]
+               "gpu_utilization", "gpu_utilization_reconstructed", "timeouts", "starvation_timeouts", "drops", "steals",
+               "faithful", "ok", "error", "git_commit"]
 #: ``git_commit``: the code that produced the run (12 digits, ``+dirty`` when tracked files differed from it), so
 #: that a table kept without its run folders still says which code made each row.
 
