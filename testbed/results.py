@@ -492,8 +492,8 @@ def summary_rows(record: RunRecord, axes) -> List[dict]:
                          starvation_timeouts=_cell(job.figures.get("starvation_timeouts")),
                          faithful=faithful, ok=ok, error=job.error or summary.error or ""))
     run_timeouts = (fidelity.get("tcp") or {}).get("timeouts")
-    if run_timeouts is None and summary.jobs and all(job_timeouts(j) is not None for j in summary.jobs):
-        run_timeouts = sum(job_timeouts(j) for j in summary.jobs)
+    if run_timeouts is None:
+        run_timeouts = _total(job_timeouts(j) for j in summary.jobs)
     cluster = summary.cluster
     rows.append(dict(base, job=CLUSTER, model="", workers=_cell(cluster.get("gpus")), iterations="",
                      iteration_time_mean_s="", iteration_time_p99_s="",

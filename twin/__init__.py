@@ -191,7 +191,7 @@ def summarize(jobs: Sequence[JobSpec], result: RunResult) -> Dict[str, Any]:
             "op_time_by_bucket_s": {str(b): float(np.mean(v)) for b, v in sorted(by_bucket.items())},
             # Starvation timeouts are counted, overflow timeouts expected (twin/model.py): not always whole.
             "timeouts": round(float(result.timeouts.get(job.index, 0)), 1),
-            # How much of the figure rests on the starvation rule, a threshold (docs/twin.md, Cross-validation).
+            # How much of the figure rests on the starvation rule, a threshold (docs/twin.md, Against the suite).
             "starvation_timeouts": round(float(result.starvation_timeouts.get(job.index, 0)), 1),
             "starved_flow_s": round(float(result.starved_flow_s.get(job.index, 0.0)), 3),
             "per_rank": per_rank,
