@@ -43,6 +43,7 @@ if __name__ == "__main__":
     ensure_env("starvation_grid.py", needs_fabric=False)
 
 from scripts.agreement_floor import agreement  # noqa: E402
+from scripts.suite import VARIANTS  # noqa: E402
 from twin.model import ModelParams  # noqa: E402
 
 #: The terms a starved flow's cost depends on, and the values the benchmarks and tries in docs/twin.md gave.
@@ -76,6 +77,8 @@ def parse_grid(items: List[str]) -> Dict[str, List[str]]:
             [float(v) for v in parsed]
         except ValueError:
             raise BadInput(f"--grid {item!r}: values must be numbers")
+        if not parsed:
+            raise BadInput(f"--grid {item!r}: expected TERM=V1,V2")
         grid[term] = parsed
     return grid
 
@@ -161,10 +164,13 @@ def main(argv=None) -> int:
             raise BadInput("--jobs: at least 1")
         if not os.path.isdir(args.emulation):
             raise BadInput(f"--emulation: no folder {args.emulation}")
+        variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+        unknown = [v for v in variants if v not in VARIANTS]
+        if unknown or not variants:
+            raise BadInput(f"--variants: unknown {', '.join(unknown) or '(none given)'}; from {', '.join(VARIANTS)}")
     except BadInput as exc:
         sys.stderr.write(f"starvation_grid.py: {exc}\n")
         return 2
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     todo = settings(grid)
     print(f"{len(todo)} settings, {args.jobs} at a time, into {args.out}", flush=True)
     failed = []

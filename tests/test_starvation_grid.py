@@ -17,7 +17,8 @@ def test_the_grid_is_every_combination_of_the_model_terms_given():
     assert names == ["rto_backoff-1__starve_share-0.02", "rto_backoff-1__starve_share-0.005",
                      "rto_backoff-0__starve_share-0.02", "rto_backoff-0__starve_share-0.005"]
     for bad, why in (("nosuchterm=1", "not a twin model term"), ("rto_backoff", "expected TERM=V1,V2"),
-                     ("rto_backoff=", "expected TERM=V1,V2"), ("rto_backoff=fast", "numbers")):
+                     ("rto_backoff=", "expected TERM=V1,V2"), ("rto_backoff=,", "expected TERM=V1,V2"),
+                     ("rto_backoff=fast", "numbers")):
         with pytest.raises(starvation_grid.BadInput, match=why):
             starvation_grid.parse_grid([bad])
 
@@ -61,3 +62,5 @@ def test_the_grid_runs_the_fluid_suite_per_setting_and_writes_its_tables(tmp_pat
     assert starvation_grid.main(["--grid", "rto_backoff=1", "--emulation", str(tmp_path / "none"),
                                  "--out", out]) == 2
     assert "no folder" in capsys.readouterr().err
+    assert starvation_grid.main(["--grid", "rto_backoff=1", "--variants", "crux,nosuch", "--out", out]) == 2
+    assert "unknown nosuch" in capsys.readouterr().err
