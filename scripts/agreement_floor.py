@@ -42,7 +42,7 @@ if __name__ == "__main__":
 
 from scripts.seeds_table import Runs, completed_runs  # noqa: E402
 from scripts.suite import CLUSTER_BAND, JOB_BAND, discordant_pairs  # noqa: E402
-from testbed.results import CLUSTER, SUMMARY_CSV  # noqa: E402
+from experiment.results import CLUSTER, SUMMARY_CSV  # noqa: E402
 
 Figures = Dict[str, float]      # job (or CLUSTER) -> GPU utilisation
 

@@ -56,7 +56,7 @@ if __name__ == "__main__":
 from core.fabric import FabricSpec  # noqa: E402
 from core.model import FlowKey  # noqa: E402
 from testbed.fabric import Testbed  # noqa: E402
-from testbed.transport import DEFAULT_PROFILE, PROFILES, TCP_PAYLOAD  # noqa: E402
+from core.transport import DEFAULT_PROFILE, PROFILES, TCP_PAYLOAD  # noqa: E402
 from twin.model import calibrated  # noqa: E402
 # The reading of testbed.traffic's timelines and probes, and the twin's starvation rule, as bench_starvation has them.
 from scripts.bench_starvation import BadInput, floats, longest_silence, probe_at, twin_rule, value_at  # noqa: E402

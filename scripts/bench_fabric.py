@@ -33,14 +33,14 @@ if __name__ == "__main__":
 from core.fabric import FabricSpec  # noqa: E402
 from core.ring import ring_time_s  # noqa: E402
 from testbed.fabric import Testbed  # noqa: E402
-from testbed.results import RunFolder  # noqa: E402
+from experiment.results import RunFolder  # noqa: E402
 
 
 def allreduce_vs_analytic(size: int = 1_000_000, workers: int = 4, rate_mbps: float = 10.0) -> dict:
     """Median time of a ring all-reduce (one bucket, no compute, 3 iterations) against 2(N-1)/N x S / B."""
     from core.fabric import FabricLayout
     from core.model import Bucket, JobSpec, ModelProfile
-    from testbed import experiment
+    from testbed import jobs as training
 
     spec = FabricSpec(spines=1, leaves=1, hosts_per_leaf=workers, host_rate_mbps=rate_mbps)
     hosts = FabricLayout.from_spec(spec).hosts[:workers]
@@ -49,7 +49,7 @@ def allreduce_vs_analytic(size: int = 1_000_000, workers: int = 4, rate_mbps: fl
                   addresses=tuple(h.ip for h in hosts))
     out = tempfile.mkdtemp(prefix="flux-bench-fabric-")
     with Testbed(spec, out, jobs=[job]) as tb:
-        res = experiment.run_jobs(tb, [job], RunFolder(out), seed=1, time_limit_s=120, progress=False)
+        res = training.run_jobs(tb, [job], RunFolder(out), seed=1, time_limit_s=120, progress=False)
     analytic = ring_time_s(size, workers, rate_mbps * 1e6)
     measured = res["jobs"][0]["op_time_p50_s"]
     ratio = measured / analytic

@@ -42,7 +42,7 @@ if __name__ == "__main__":
     _argv = sys.argv[1:]
     ensure_env("bench_fidelity.py", needs_fabric=not (asks_for_fluid(_argv) or {"-h", "--help"} & set(_argv)))
 
-from testbed.results import RunFolder  # noqa: E402
+from experiment.results import RunFolder  # noqa: E402
 
 RUN = [sys.executable, os.path.join(PROJECT_DIR, "testbed", "run.py")]
 SCENARIOS_DIR = os.path.join(PROJECT_DIR, "workloads", "scenarios")

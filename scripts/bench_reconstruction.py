@@ -28,7 +28,7 @@ if __name__ == "__main__":
     # Set up what is missing and continue in .venv (asking for --help needs no fabric).
     ensure_env("bench_reconstruction.py", needs_fabric=not ({"-h", "--help"} & set(sys.argv[1:])))
 
-from testbed.results import RunFolder  # noqa: E402
+from experiment.results import RunFolder  # noqa: E402
 
 RUN = [sys.executable, os.path.join(PROJECT_DIR, "testbed", "run.py")]
 SCENARIOS_DIR = os.path.join(PROJECT_DIR, "workloads", "scenarios")

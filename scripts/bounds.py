@@ -44,8 +44,8 @@ if __name__ == "__main__":
 
 import yaml  # noqa: E402
 
-from testbed import run as runner  # noqa: E402
-from testbed.results import RunFolder  # noqa: E402
+from cli import run as runner  # noqa: E402
+from experiment.results import RunFolder  # noqa: E402
 from workloads.profiles import available_profiles  # noqa: E402
 
 RUN = [sys.executable, os.path.join(PROJECT_DIR, "testbed", "run.py")]

@@ -36,7 +36,7 @@ if __name__ == "__main__":
     ensure_env("crossval.py", needs_fabric=bool(set(sys.argv[1:]) & {"--run-emulation"}))
 
 from core.fabric import FabricSpec  # noqa: E402
-from testbed.results import CLUSTER, RunFolder, read_summary_csv  # noqa: E402
+from experiment.results import CLUSTER, RunFolder, read_summary_csv  # noqa: E402
 import twin  # noqa: E402
 from workloads.scenario import SCENARIO_DIR  # noqa: E402
 

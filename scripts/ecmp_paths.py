@@ -39,7 +39,7 @@ if __name__ == "__main__":
     ensure_env("ecmp_paths.py", needs_fabric=False)
 
 from core.ring import ring_bytes_per_rank  # noqa: E402
-from testbed.qos import MTU_BYTES  # noqa: E402
+from core.queues import MTU_BYTES  # noqa: E402
 
 #: A port dropping at least this fraction of its packets is lossy (the same-model run's busiest uplinks drop
 #: 4-11%, the others 1-2%; docs/twin.md).

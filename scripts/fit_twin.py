@@ -56,7 +56,7 @@ if __name__ == "__main__":
     # Set up what is missing and continue in .venv; the twin needs no fabric (crossval's --run-emulation does).
     ensure_env("fit_twin.py", needs_fabric=False)
 
-from testbed.results import RunFolder  # noqa: E402
+from experiment.results import RunFolder  # noqa: E402
 import twin  # noqa: E402
 from twin.model import CALIBRATED_FILE, DEFAULT_CALIBRATION, IDEAL  # noqa: E402
 

@@ -55,8 +55,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from core.fabric import leaf_name  # noqa: E402
-from testbed import results  # noqa: E402
-from testbed.results import CLUSTER, RunRecord  # noqa: E402
+from experiment import results  # noqa: E402
+from experiment.results import CLUSTER, RunRecord  # noqa: E402
 
 COLUMN_WIDTH_IN = 3.4
 FONT_PT = 8

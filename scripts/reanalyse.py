@@ -4,7 +4,7 @@
     python scripts/reanalyse.py results/sweep-headline/*/        # run folders, or a sweep folder
 
 The reconstruction (testbed/reconstruct.py) only reads files the run wrote (flow_stats.csv, controller.json,
-summary.json, through testbed/results.py), so it can be redone without root or Mininet, e.g. after a change to the
+summary.json, through experiment/results.py), so it can be redone without root or Mininet, e.g. after a change to the
 method. The summary keeps everything else; ``reconstruction.reanalysed_at`` records when it was redone.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ if __name__ == "__main__":
     ensure_env("reanalyse.py", needs_fabric=False)  # set up what is missing, continue in .venv
 
 from testbed import reconstruct  # noqa: E402
-from testbed.results import RunFolder  # noqa: E402
+from experiment.results import RunFolder  # noqa: E402
 
 
 def run_folders(paths):

@@ -27,7 +27,7 @@ if __name__ == "__main__":
     # Set up what is missing and continue in .venv; tables need no fabric.
     ensure_env("seeds_table.py", needs_fabric=False)
 
-from testbed.results import CLUSTER, SUMMARY_CSV, read_summary_csv  # noqa: E402
+from experiment.results import CLUSTER, SUMMARY_CSV, read_summary_csv  # noqa: E402
 
 Runs = Dict[str, Dict[str, float]]      # run id -> job (or CLUSTER) -> GPU utilisation
 

@@ -48,9 +48,9 @@ if __name__ == "__main__":
 import numpy as np  # noqa: E402
 
 from scripts import bounds as bounds_script  # noqa: E402
-from testbed.transport import DEFAULT_PROFILE, PROFILES  # noqa: E402
-from testbed.results import CLUSTER, SUMMARY_CSV, discover_runs, read_summary_csv  # noqa: E402
-from testbed.results import collect as collect_sweep  # noqa: E402
+from core.transport import DEFAULT_PROFILE, PROFILES  # noqa: E402
+from experiment.results import CLUSTER, SUMMARY_CSV, discover_runs, read_summary_csv  # noqa: E402
+from experiment.results import collect as collect_sweep  # noqa: E402
 
 SUITE_DIR = os.path.join(PROJECT_DIR, "workloads", "scenarios", "suite")
 SWEEP = [sys.executable, os.path.join(PROJECT_DIR, "scripts", "sweep.py")]
@@ -498,7 +498,7 @@ def main(argv=None) -> int:
                                                     "<out>/compare.md with both utilisations and rankings, "
                                                     "and <out>/compare.png")
     p.add_argument("--transport", choices=list(PROFILES), default=DEFAULT_PROFILE,
-                   help="the runs' transport profile (testbed/transport.py; default %(default)s); give each profile "
+                   help="the runs' transport profile (core/transport.py; default %(default)s); give each profile "
                         "its own --out")
     p.add_argument("--rate", type=float, default=DEFAULT_RATE, metavar="MBPS",
                    help="host and fabric link rate, Mbit/s (default %(default)g, the emulator's capacity for 16 "

@@ -61,7 +61,7 @@ if __name__ == "__main__":
     ensure_env("sweep.py", needs_fabric=not ({"-h", "--help", "--collect-only", "--dry-run", "--cluster"}
                                              & set(_words) or _fluid))
 
-from testbed.results import (MANIFEST, Combo, RunFolder, collect, display_path, read_json,  # noqa: E402
+from experiment.results import (MANIFEST, Combo, RunFolder, collect, display_path, read_json,  # noqa: E402
                              safe_name, write_json)
 
 RUNNER_SCRIPT = os.path.join(PROJECT_DIR, "testbed", "run.py")
@@ -192,7 +192,7 @@ def runner_parser() -> Optional[argparse.ArgumentParser]:
     if PROJECT_DIR not in sys.path:
         sys.path.insert(0, PROJECT_DIR)
     try:
-        from testbed.run import build_parser
+        from cli.run import build_parser
         return build_parser()
     except Exception:  # the sweep must stay usable while the runner's dependencies are being changed
         return None
@@ -523,7 +523,7 @@ def check_cluster_address(address: str) -> None:
 
 def _run_on_cluster(args, out, combos, commands, emulation, counts, bar, say) -> bool:
     """Run the unfinished combinations on the cluster; True if interrupted."""
-    from testbed import cluster as sweep_cluster
+    from experiment import cluster as sweep_cluster
     todo = []
     for combo in combos:
         if RunFolder(os.path.join(out, combo.id)).status() in FINISHED:
@@ -657,7 +657,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", metavar="ADDRESS",
                    help="run the combinations on a Dask cluster: its scheduler's address (tcp://HOST:8786) or "
                         "local:N (N local worker processes); results come back into --out and resuming works as "
-                        "for a local sweep. One emulation at a time per machine; see testbed/cluster.py "
+                        "for a local sweep. One emulation at a time per machine; see experiment/cluster.py "
                         "for starting workers")
     p.add_argument("--dry-run", action="store_true", help="print the runner commands that would run, run nothing")
     p.add_argument("--collect-only", action="store_true",

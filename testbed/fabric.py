@@ -32,15 +32,16 @@ import time
 from functools import partial
 from typing import Dict, List, Optional, Sequence, Union
 
+from core import queues
 from core.classes import NUM_CLASSES
 from core.config import DEFAULT_POLL_INTERVAL_S, RESYNC_ENV, ControllerConfig
 from core.faults import Fault, link_interfaces
 from core.fabric import FabricLayout, FabricSpec
 from core.model import FlowKey, JobSpec
-from testbed import ovs, qos, state
 from testbed.topo import FabricTopo
-from testbed.transport import DEFAULT_PROFILE, TransportProfile
-from testbed.transport import profile as transport_profile
+from core.transport import DEFAULT_PROFILE, TransportProfile
+from core.transport import profile as transport_profile
+from testbed import ovs, qos, state
 
 LOG = logging.getLogger("flux.testbed")
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -136,8 +137,8 @@ class Testbed:
 
     def __init__(self, spec: FabricSpec, out_dir: str, scheduler: str = "ecmp",
                  scheduler_params: Optional[dict] = None, jobs: Sequence[JobSpec] = (),
-                 poll_interval_s: float = DEFAULT_POLL_INTERVAL_S, class_floor: float = qos.DEFAULT_FLOOR,
-                 queue_ms: float = qos.DEFAULT_QUEUE_MS, run_id: str = "", datapath: Optional[str] = None,
+                 poll_interval_s: float = DEFAULT_POLL_INTERVAL_S, class_floor: float = queues.DEFAULT_FLOOR,
+                 queue_ms: float = queues.DEFAULT_QUEUE_MS, run_id: str = "", datapath: Optional[str] = None,
                  class_mode: str = "strict", restart_controllers: bool = True,
                  transport: Union[str, TransportProfile] = DEFAULT_PROFILE):
         spec.validate()

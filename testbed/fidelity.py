@@ -32,7 +32,7 @@ from core.ring import packets_per_hop
 from core.stats import percentile
 from testbed.ovs import FRAME_BYTES, PACKET_TRUESIZE
 from testbed.qos import parse_qdisc_stats
-from testbed.results import RunFolder
+from experiment.results import RunFolder
 from workloads.scaling import DEFAULT_MIN_PACKETS
 
 LOG = logging.getLogger("flux.run")

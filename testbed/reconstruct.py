@@ -45,7 +45,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from core.config import DEFAULT_POLL_INTERVAL_S
 from core.model import JobSpec
 from core.ring import ring_bytes_per_rank
-from testbed.results import JobSummary, RunFolder, RunSummary, Series
+from experiment.results import JobSummary, RunFolder, RunSummary, Series
 
 HANDSHAKE_BYTES = 1024  # SYN, SYN-ACK's ACK and the ring's 8-byte hello, with headers, stay below this
 MAX_COUNTER = 2 ** 64 - 1  # what Open vSwitch reports for a counter it cannot read (a rule or port being deleted)

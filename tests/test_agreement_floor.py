@@ -2,7 +2,7 @@
 import json
 
 from scripts import agreement_floor
-from testbed.results import CLUSTER
+from experiment.results import CLUSTER
 from tests.test_seeds_table import write_runs
 
 

@@ -30,7 +30,7 @@ from core.config import ControllerConfig
 from core.fabric import FabricLayout, FabricSpec
 from core.model import Bucket, JobSpec, ModelProfile
 from testbed.reconstruct import analyse_run, operation_intervals, reconstruct_job, thin
-from testbed.results import RunFolder, RunSummary
+from experiment.results import RunFolder, RunSummary
 
 POLL = 0.1
 JITTER = 0.02

@@ -1,8 +1,8 @@
-"""The results model (testbed/results.py): summaries round-trip, old summaries still read, run folders are read
+"""The results model (experiment/results.py): summaries round-trip, old summaries still read, run folders are read
 the same way by everyone, and a sweep's axes come back from the runner's flags. No root needed."""
 import json
 
-from testbed.results import SCHEMA_VERSION, JobSummary, RunFolder, RunSummary, infer_params
+from experiment.results import SCHEMA_VERSION, JobSummary, RunFolder, RunSummary, infer_params
 
 V1 = {"run_id": "r1", "ok": True, "config": {"scheduler": "crux", "seed": 2}, "seed": 2, "datapath": "user",
       "jobs": [{"name": "vgg", "model": "vgg16", "workers": 4, "iterations": 6, "hosts": ["h1"],

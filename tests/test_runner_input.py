@@ -62,7 +62,7 @@ def test_bad_scenario_names_the_field(tmp_path):
 def test_not_root_is_refused(monkeypatch, capsys):
     # In-process with a non-root uid, so the check is exercised whoever runs the tests.
     sys.path.insert(0, PROJECT_DIR)
-    from testbed import run as runner
+    from cli import run as runner
     monkeypatch.setattr(runner.os, "geteuid", lambda: 1000)
     assert runner.main(["--scheduler", "ecmp"]) == 2
     err = capsys.readouterr().err
@@ -80,7 +80,7 @@ def test_out_naming_an_existing_file_is_refused(tmp_path):
 
 def test_outcome_fails_on_any_failure_and_flags_an_unfaithful_run():
     sys.path.insert(0, PROJECT_DIR)
-    from testbed import run as runner
+    from cli import run as runner
     assert runner.outcome([], True) == (True, None, runner.EXIT_OK)
     assert runner.outcome([], None) == (True, None, runner.EXIT_OK)  # no workload: nothing to judge
     assert runner.outcome([], False) == (True, None, runner.EXIT_UNFAITHFUL)

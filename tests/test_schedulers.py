@@ -15,7 +15,7 @@ from controller.schedulers.bytescheduler import ByteScheduler, bucket_class
 from controller.schedulers.compression import compress, compress_log
 from controller.schedulers.correction import IterationShape, link_time, pairwise_factor, pairwise_factors
 from controller.schedulers.crux import CruxScheduler, job_intensity, overlap_window, select_paths
-from controller.schedulers.flux import FluxScheduler
+from controller.schedulers.flux_v1 import FluxV1Scheduler
 from controller.schedulers.registry import SCHEDULERS, make_scheduler, parse_params, scheduler_names
 from core.classes import ACK_CLASS
 from core.fabric import FabricLayout, FabricSpec, FabricView
@@ -295,7 +295,7 @@ def test_flux_lifts_a_stalling_light_job_above_an_intensive_job_with_slack():
     crux = CruxScheduler(fabric, [heavy, light]).decide(0.0)
     assert job_class(crux, heavy) > job_class(crux, light)  # Crux: the intensive job always first
 
-    flux = FluxScheduler(fabric, [heavy, light])
+    flux = FluxV1Scheduler(fabric, [heavy, light])
     t = 100.0
     feed(flux, launch(heavy, 3, t, needed_at=t + 2.0), t)   # needed in 2 s: plenty of slack
     feed(flux, launch(light, 3, t, needed_at=t + 0.05), t)
@@ -312,7 +312,7 @@ def test_flux_lifts_a_stalling_light_job_above_an_intensive_job_with_slack():
 
 def test_flux_intensity_decides_between_equally_urgent_operations():
     fabric, heavy, light = _two_tenant_world()
-    flux = FluxScheduler(fabric, [heavy, light])
+    flux = FluxV1Scheduler(fabric, [heavy, light])
     t = 0.0
     feed(flux, launch(heavy, 3, t, needed_at=t + 1.0), t)
     feed(flux, launch(light, 3, t, needed_at=t + 1.0 + 0.24), t)  # light sends 4x the bytes: same slack
@@ -324,7 +324,7 @@ def test_flux_intensity_decides_between_equally_urgent_operations():
 
 def test_flux_urgency_grows_as_slack_shrinks():
     fabric, heavy, light = _two_tenant_world()
-    flux = FluxScheduler(fabric, [heavy, light], {"promote_on": "any", "size_aware": False})
+    flux = FluxV1Scheduler(fabric, [heavy, light], {"promote_on": "any", "size_aware": False})
     feed(flux, launch(light, 2, 0.0, needed_at=1.0), 0.0)
     urgencies = []
     for now in (0.0, 0.2, 0.4, 0.6, 0.8):
@@ -342,7 +342,7 @@ def test_flux_urgency_grows_as_slack_shrinks():
 
 def test_flux_progress_lowers_urgency_and_done_clears_the_class():
     fabric, heavy, light = _two_tenant_world()
-    flux = FluxScheduler(fabric, [heavy, light], {"min_dwell_s": 0.0})
+    flux = FluxV1Scheduler(fabric, [heavy, light], {"min_dwell_s": 0.0})
     feed(flux, launch(light, 0, 0.0, needed_at=0.5), 0.0)
     before = flux.scores(0.1)
     feed(flux, [OperationEvent("progress", light.index, r, 0, 0, 0.1, bytes_done=300_000) for r in range(2)], 0.1)
@@ -358,7 +358,7 @@ def test_flux_progress_lowers_urgency_and_done_clears_the_class():
 def _oscillate(params):
     """Two operations of one job whose slack order flips on every step; returns the scheduler."""
     fabric, heavy, light = _two_tenant_world()
-    flux = FluxScheduler(fabric, [heavy, light], params)
+    flux = FluxV1Scheduler(fabric, [heavy, light], params)
     # Per-rank bytes of a LIGHT bucket: 400 kB. 12.5 kB of progress is 10 ms of sending at 10 Mbit/s.
     step_bytes = 12_500
     feed(flux, launch(light, 1, 0.0, needed_at=3.0), 0.0)
@@ -392,7 +392,7 @@ def test_flux_hysteresis_prevents_flapping():
 
 def test_flux_wait_bypasses_dwell_time():
     fabric, heavy, light = _two_tenant_world()
-    flux = FluxScheduler(fabric, [heavy, light], {"min_dwell_s": 10.0, "demote_live": True, "promote_on": "any"})
+    flux = FluxV1Scheduler(fabric, [heavy, light], {"min_dwell_s": 10.0, "demote_live": True, "promote_on": "any"})
     feed(flux, launch(heavy, 3, 0.0, needed_at=1.0), 0.0)
     feed(flux, launch(light, 3, 0.0, needed_at=3.0), 0.0)
     rules = flux.decide(0.0)
@@ -404,7 +404,7 @@ def test_flux_wait_bypasses_dwell_time():
 
 def test_flux_never_demotes_a_live_operation_by_default():
     fabric, heavy, light = _two_tenant_world()
-    flux = FluxScheduler(fabric, [heavy, light])
+    flux = FluxV1Scheduler(fabric, [heavy, light])
     resting = job_class(flux.decide(0.0), heavy, 3)
     feed(flux, launch(heavy, 3, 0.0, needed_at=5.0), 0.0)   # lots of slack: scores below its resting class
     first = job_class(flux.decide(0.0), heavy, 3)
@@ -421,7 +421,7 @@ def test_flux_never_demotes_a_live_operation_by_default():
 
 def test_flux_without_events_rests_by_intensity():
     fabric, heavy, light = _two_tenant_world()
-    flux = FluxScheduler(fabric, [heavy, light])
+    flux = FluxV1Scheduler(fabric, [heavy, light])
     rules = flux.decide(0.0)
     # No operation is live: every flow rests at its job's intensity, the intensive job above the light one.
     assert len({job_class(rules, heavy, b) for b in range(len(heavy.model.buckets))}) == 1
@@ -482,7 +482,7 @@ def test_every_parameter_is_documented():
 
 def test_scores_are_finite_for_unknown_deadlines():
     fabric, heavy, light = _two_tenant_world()
-    flux = FluxScheduler(fabric, [heavy, light])
+    flux = FluxV1Scheduler(fabric, [heavy, light])
     feed(flux, launch(heavy, 0, 0.0, needed_at=0.0), 0.0)  # needed_at unknown
     (score,) = flux.scores(0.0).values()
     assert math.isinf(score.slack_s) and 0 < score.urgency < 1e-6 and math.isfinite(score.log_score)
@@ -517,7 +517,7 @@ def test_events_that_trigger_a_decision():
 
 def test_flux_banded_mode_never_interleaves_jobs():
     fabric, heavy, light = _two_tenant_world()
-    flux = FluxScheduler(fabric, [heavy, light], {"mode": "banded"})
+    flux = FluxV1Scheduler(fabric, [heavy, light], {"mode": "banded"})
     (hlo, hhi), (llo, lhi) = flux.bands[heavy.index], flux.bands[light.index]
     assert llo <= lhi < hlo <= hhi and lhi - llo + hhi - hlo + 2 == 7   # all 7 classes used, heavy on top
     feed(flux, launch(light, 3, 0.0, needed_at=0.1), 0.0)
@@ -527,7 +527,7 @@ def test_flux_banded_mode_never_interleaves_jobs():
     assert job_class(rules, light, 3) == lhi - 1             # lifted to the top of its own band (level l: class l-1)
     assert min(job_class(rules, heavy, b) for b in range(len(heavy.model.buckets))) >= hlo - 1
     with pytest.raises(ValueError, match="mode"):
-        FluxScheduler(fabric, [heavy, light], {"mode": "nonsense"})
+        FluxV1Scheduler(fabric, [heavy, light], {"mode": "nonsense"})
 
 
 # -- a second topology family ----------------------------------------------------------------------------------
@@ -589,13 +589,13 @@ def test_path_placing_policies_move_off_a_failed_link_and_keep_their_classes(nam
 
 def _steal_world(heavy_needed_in, light_needed_in, steal_max_s=0.1):
     """A heavy (intensive) and a light job on the same two leaves and one spine, both operations live."""
-    from controller.schedulers.flux_steal import FluxStealScheduler
+    from controller.schedulers.flux import FluxScheduler
     fabric = make_fabric(spines=1)
     heavy = make_job(0, [1, 5], HEAVY)
     # Small buckets: one operation takes 16 ms at the 10 Mbit/s host rate, short enough to steal.
     light = make_job(1, [2, 6], make_model("light", buckets=4, bucket_bytes=20_000, forward_s=0.001,
                                            backward_s=0.002))
-    flux = FluxStealScheduler(fabric, [heavy, light], {"steal_max_s": steal_max_s})
+    flux = FluxScheduler(fabric, [heavy, light], {"steal_max_s": steal_max_s})
     t = 10.0
     feed(flux, launch(heavy, 3, t, needed_at=t + heavy_needed_in), t)
     feed(flux, launch(light, 3, t + 0.001, needed_at=t + 0.001 + light_needed_in), t + 0.001)
@@ -630,28 +630,28 @@ def test_flux_v2_does_not_steal_what_the_heavy_job_cannot_spare_or_a_long_operat
 
 
 def test_flux_v2_can_steal_when_a_worker_starts_waiting():
-    from controller.schedulers.flux_steal import FluxStealScheduler
+    from controller.schedulers.flux import FluxScheduler
     fabric = make_fabric(spines=1)
     heavy = make_job(0, [1, 5], HEAVY)
     light = make_job(1, [2, 6], make_model("light", buckets=4, bucket_bytes=20_000, forward_s=0.001,
                                            backward_s=0.002))
     t = 10.0
     for steal_on, expected in (("launch", False), ("wait", True)):
-        flux = FluxStealScheduler(fabric, [heavy, light], {"steal_on": steal_on})
+        flux = FluxScheduler(fabric, [heavy, light], {"steal_on": steal_on})
         feed(flux, launch(heavy, 3, t, needed_at=t + 2.0), t)
         feed(flux, launch(light, 3, t, needed_at=t + 1.0), t)        # plenty of slack at launch: no steal
         assert job_class(flux.decide(t), light, 3) < 7
         feed(flux, [OperationEvent("wait", light.index, 0, 0, 3, t + 0.9)], t + 0.9)
         assert (job_class(flux.decide(t + 0.9), light, 3) == 7) is expected, steal_on
     with pytest.raises(ValueError, match="steal_on"):
-        FluxStealScheduler(fabric, [heavy, light], {"steal_on": "sometimes"})
+        FluxScheduler(fabric, [heavy, light], {"steal_on": "sometimes"})
 
 
 def test_flux_v2_checks_the_steal_against_the_heavy_jobs_next_operations_too():
     """The heavy job's live operation has slack to spare, but its backward pass launches its last bucket (needed
     at once) while the steal would still hold the link: the chain check refuses what a check of the live
     operation alone allows."""
-    from controller.schedulers.flux_steal import FluxStealScheduler
+    from controller.schedulers.flux import FluxScheduler
     fabric = make_fabric(spines=1)
     # Heavy: bucket 2 launches 5 ms after bucket 1, and bucket 3 (the last, needed at launch) 5 ms later.
     heavy = make_job(0, [1, 5], make_model("heavy", buckets=4, bucket_bytes=40_000, forward_s=0.1,
@@ -662,7 +662,7 @@ def test_flux_v2_checks_the_steal_against_the_heavy_jobs_next_operations_too():
     outcomes = {}
     for margin in (1.0, 2.0):
         for heavy_bucket in (1, 3):
-            flux = FluxStealScheduler(fabric, [heavy, light], {"margin": margin})
+            flux = FluxScheduler(fabric, [heavy, light], {"margin": margin})
             assert flux.base[heavy.index] > flux.base[light.index]
             feed(flux, launch(heavy, heavy_bucket, t, needed_at=t + 2.0), t)
             feed(flux, launch(light, 3, t + 0.001, needed_at=t + 0.001), t + 0.001)
@@ -672,7 +672,7 @@ def test_flux_v2_checks_the_steal_against_the_heavy_jobs_next_operations_too():
     # After bucket 1, buckets 2 and 3 follow within 10 ms and bucket 3 is needed at once: no steal.
     assert not outcomes[(1.0, 1)] and not outcomes[(2.0, 1)]
     with pytest.raises(ValueError, match="margin"):
-        FluxStealScheduler(fabric, [heavy, light], {"margin": 0.5})
+        FluxScheduler(fabric, [heavy, light], {"margin": 0.5})
 
 
 def test_flux_v2_estimates_a_steal_from_the_fastest_operation_of_its_size():
@@ -696,39 +696,39 @@ def test_flux_v2_estimates_a_steal_from_the_fastest_operation_of_its_size():
 
 
 def test_flux_v2_orders_layers_across_jobs_of_equal_intensity_and_jobs_otherwise():
-    from controller.schedulers.flux_steal import FluxStealScheduler
+    from controller.schedulers.flux import FluxScheduler
     fabric = make_fabric(spines=1)
     twins = [make_job(0, [1, 5], LIGHT), make_job(1, [2, 6], LIGHT)]
-    flux = FluxStealScheduler(fabric, twins, {"layer_classes": 4})
+    flux = FluxScheduler(fabric, twins, {"layer_classes": 4})
     assert flux.bands == "layers"
     rules = flux.decide(0.0)
     for job in twins:   # no job above the other: each bucket's class comes from its layer position alone
         assert [job_class(rules, job, b) for b in range(4)] == [0, 1, 2, 3]
-    rules = FluxStealScheduler(fabric, twins, {}).decide(0.0)
+    rules = FluxScheduler(fabric, twins, {}).decide(0.0)
     for job in twins:   # by default two classes: the first-layer half above the last-layer half
         assert [job_class(rules, job, b) for b in range(4)] == [0, 0, 1, 1]
     mixed = [make_job(0, [1, 5], HEAVY), make_job(1, [2, 6], LIGHT)]
-    flux = FluxStealScheduler(fabric, mixed, {})
+    flux = FluxScheduler(fabric, mixed, {})
     assert flux.bands == "jobs"
     rules = flux.decide(0.0)
     assert {job_class(rules, mixed[0], b) for b in range(4)} == {flux.base[0]}
     assert flux.base[0] != flux.base[1]
-    assert FluxStealScheduler(fabric, twins, {"bands": "jobs"}).bands == "jobs"
+    assert FluxScheduler(fabric, twins, {"bands": "jobs"}).bands == "jobs"
     with pytest.raises(ValueError, match="bands"):
-        FluxStealScheduler(fabric, twins, {"bands": "some"})
+        FluxScheduler(fabric, twins, {"bands": "some"})
 
 
 def test_flux_v2_layer_order_shares_a_class_rather_than_starve_a_live_operation_past_the_rto():
     """In the layer order a launching operation goes above live ones of lower classes; where what would then be
     above a live operation exceeds ``starve_max_s`` (off by default; e.g. TCP's minimum RTO), it shares that operation's
     class instead. Decided at launch; a job order is left alone."""
-    from controller.schedulers.flux_steal import FluxStealScheduler
+    from controller.schedulers.flux import FluxScheduler
     fabric = make_fabric(spines=1)
     twins = [make_job(0, [1, 5], LIGHT), make_job(1, [2, 6], LIGHT)]   # one bucket: 0.32 s at 10 Mbit/s
     t = 10.0
     placed = {}
     for starve_max_s in (0.0, 0.2, 1.0):
-        flux = FluxStealScheduler(fabric, twins, {"starve_max_s": starve_max_s, "layer_classes": 4})
+        flux = FluxScheduler(fabric, twins, {"starve_max_s": starve_max_s, "layer_classes": 4})
         feed(flux, launch(twins[0], 0, t, needed_at=t + 5.0), t)              # class 0, live
         feed(flux, launch(twins[1], 3, t + 0.01, needed_at=t + 5.0), t + 0.01)
         placed[starve_max_s] = (job_class(flux.decide(t + 0.02), twins[1], 3), flux.lowered)
@@ -736,7 +736,7 @@ def test_flux_v2_layer_order_shares_a_class_rather_than_starve_a_live_operation_
     assert placed[1.0] == (3, 0)          # 0.32 s above a live operation is within a 1 s budget
     assert placed[0.2] == (0, 1)          # past 0.2 s: it shares class 0 with the live operation
     # Once the live operation is done, the bucket's flows go back to their layer class.
-    flux = FluxStealScheduler(fabric, twins, {"starve_max_s": 0.2, "layer_classes": 4})
+    flux = FluxScheduler(fabric, twins, {"starve_max_s": 0.2, "layer_classes": 4})
     feed(flux, launch(twins[0], 0, t, needed_at=t + 5.0), t)
     feed(flux, launch(twins[1], 3, t + 0.01, needed_at=t + 5.0), t + 0.01)
     for job in twins:
@@ -745,10 +745,10 @@ def test_flux_v2_layer_order_shares_a_class_rather_than_starve_a_live_operation_
             flux.on_event(OperationEvent("done", job.index, rank, 0, bucket, t + 1.0), t + 1.0)
     assert job_class(flux.decide(t + 1.0), twins[1], 3) == 3
     with pytest.raises(ValueError, match="starve_max_s"):
-        FluxStealScheduler(fabric, twins, {"starve_max_s": -1})
+        FluxScheduler(fabric, twins, {"starve_max_s": -1})
     # A job order is Crux's: the guard does not touch it.
     mixed = [make_job(0, [1, 5], HEAVY), make_job(1, [2, 6], LIGHT)]
-    flux = FluxStealScheduler(fabric, mixed, {"starve_max_s": 0.01})
+    flux = FluxScheduler(fabric, mixed, {"starve_max_s": 0.01})
     feed(flux, launch(mixed[1], 0, t, needed_at=t + 5.0), t)
     feed(flux, launch(mixed[0], 3, t + 0.01, needed_at=t + 5.0), t + 0.01)
     assert job_class(flux.decide(t + 0.02), mixed[0], 3) == flux.base[0] and flux.lowered == 0

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from scripts import seeds_table
-from testbed.results import CLUSTER
+from experiment.results import CLUSTER
 
 FIELDS = ["run_id", "scheduler", "scenario", "seed", "job", "gpu_utilization", "faithful", "ok"]
 

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from scripts import starvation_grid
-from testbed.results import CLUSTER
+from experiment.results import CLUSTER
 from tests.test_seeds_table import write_runs
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from testbed import run as runner
+from cli import run as runner
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(PROJECT_DIR, "scripts"))

@@ -18,7 +18,7 @@ from core.config import ControllerConfig
 from core.fabric import FabricLayout, FabricSpec
 from core.model import Bucket, JobSpec, ModelProfile
 from scripts import plot, sweep
-from testbed.results import CLUSTER, JOB_COLUMNS, RunFolder
+from experiment.results import CLUSTER, JOB_COLUMNS, RunFolder
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SCENARIO = os.path.join(PROJECT_DIR, "workloads", "scenarios", "default.yaml")

@@ -1,7 +1,7 @@
 """Pure tests of the fabric graph, the DSCP-to-class map and the runner's input validation (no root needed)."""
 import pytest
 
-from core import classes
+from core import classes, queues
 from core.fabric import FabricLayout, FabricSpec, leaf_dpid, spine_dpid
 from testbed import qos
 from testbed.topo import FabricTopo, fattree, leafspine
@@ -90,7 +90,7 @@ def test_tree_commands_shape():
     assert len(filters) == 7  # class 0 is the default class, no filter needed
     assert any("match ip tos 0xe0 0xfc flowid 1:17" in t for t in filters)
     fifos = [t for t in text if "pfifo limit" in t]
-    assert len(fifos) == 8 and all(t.endswith(f"limit {qos.queue_packets(10.0)}") for t in fifos)
+    assert len(fifos) == 8 and all(t.endswith(f"limit {queues.queue_packets(10.0)}") for t in fifos)
     with pytest.raises(ValueError):
         qos.tree_commands("x", 10, floor=0.2)
 
@@ -107,7 +107,7 @@ class htb 1:11 parent 1:1 leaf 101: prio 6 rate 100Kbit ceil 10Mbit burst 1600b 
 
 
 def test_weighted_classes_share_by_powers_of_two():
-    rates = qos.class_rates(10.0, qos.DEFAULT_FLOOR, "weighted")
+    rates = queues.class_rates(10.0, queues.DEFAULT_FLOOR, "weighted")
     assert sum(rates) == pytest.approx(10.0)
     assert rates[7] == pytest.approx(2 * rates[6]) and rates[1] == pytest.approx(2 * rates[0])
     text = [" ".join(c) for c in qos.tree_commands("d", 10.0, mode="weighted")]
@@ -115,4 +115,4 @@ def test_weighted_classes_share_by_powers_of_two():
     strict = [" ".join(c) for c in qos.tree_commands("d", 10.0)]
     assert any("classid 1:10 htb rate 100kbit" in t and " prio 7 " in t for t in strict)
     with pytest.raises(ValueError, match="class mode"):
-        qos.class_rates(10.0, 0.01, "fair")
+        queues.class_rates(10.0, 0.01, "fair")

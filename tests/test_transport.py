@@ -2,9 +2,9 @@
 and switches, and how buckets are merged and the time scale raised so that operations are packet-rich."""
 import pytest
 
+from core import queues
 from core.ring import packets_per_hop
-from testbed import qos
-from testbed.transport import PROFILES, profile
+from core.transport import PROFILES, profile
 from workloads.profiles import coarsen
 from workloads.scaling import Scaling, granularity_time_scale, merge_small_buckets
 from workloads.scenario import load_scenario
@@ -16,7 +16,7 @@ def test_the_tcp_profile_names_its_congestion_control_and_drops_at_queue_ms():
     assert tcp.host_commands("h1-eth0", "10.0.0.1") == [
         "ip route replace 10.0.0.0/8 dev h1-eth0 proto kernel scope link src 10.0.0.1 congctl cubic"]
     assert tcp.worker_args() == []
-    assert tcp.queue_limit(10.0, 50.0, data_flows=500) == qos.queue_packets(10.0, 50.0)
+    assert tcp.queue_limit(10.0, 50.0, data_flows=500) == queues.queue_packets(10.0, 50.0)
 
 
 def test_the_lossless_profile_bounds_windows_and_sizes_fifos_for_all_of_them():
@@ -29,7 +29,7 @@ def test_the_lossless_profile_bounds_windows_and_sizes_fifos_for_all_of_them():
     assert lossless.worker_args() == ["--window-clamp", str(8 * 1448)]
     # 96 data flows of 8 packets and their ACKs: no FIFO can overflow.
     assert lossless.queue_limit(5.0, 50.0, data_flows=96) == 96 * (8 + 2)
-    assert lossless.queue_limit(5.0, 50.0, data_flows=1) == qos.queue_packets(5.0, 50.0)
+    assert lossless.queue_limit(5.0, 50.0, data_flows=1) == queues.queue_packets(5.0, 50.0)
     with pytest.raises(ValueError, match="unknown transport profile"):
         profile("rdma")
 

@@ -158,7 +158,7 @@ def test_the_ovs_hash_model_predicts_the_byte_split_measured_on_the_switches():
     from collections import defaultdict
 
     from core.ring import ring_bytes_per_rank
-    from testbed import run as runner
+    from cli import run as runner
     project = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sys.path.insert(0, os.path.join(project, "scripts"))
     import suite
@@ -358,7 +358,7 @@ def test_the_lossless_profiles_timer_floor_spares_a_starvation_shorter_than_it()
     times = {j: t for j, ops in r.op_times.items() for _it, _b, t in ops}
     assert sum(r.timeouts.values()) == 0
     assert times[1] == pytest.approx(2 * alone, rel=1e-6)
-    from testbed.transport import PROFILES
+    from core.transport import PROFILES
     settings = twin.fifo_settings({"transport": PROFILES["lossless"].to_dict()})
     assert settings["lossless"] and settings["window_packets"] == 8 and settings["rto_min_s"] == 5.0
     assert twin.fifo_settings({"transport": PROFILES["tcp"].to_dict()})["rto_min_s"] is None
@@ -468,7 +468,7 @@ def test_pipelined_and_step_rings_agree_on_a_shipped_scenario():
 
 # ------------------------------------------------------------------------------------------------ the results
 def test_run_fluid_writes_a_results_folder(tmp_path):
-    from testbed.results import RunFolder, collect
+    from experiment.results import RunFolder, collect
     from workloads.scenario import load_scenario
     spec = FabricSpec(2, 4, 4, 10.0, 10.0)
     layout = FabricLayout.from_spec(spec)

@@ -13,7 +13,7 @@ from core.fabric import FabricLayout, FabricSpec
 from core.model import Bucket, JobSpec, ModelProfile
 from core.ring import ring_time_s
 from testbed.fabric import Testbed
-from testbed.results import RunFolder
+from experiment.results import RunFolder
 
 pytestmark = pytest.mark.root
 
@@ -62,7 +62,7 @@ def test_bytescheduler_decision_is_visible_on_the_wire(tmp_path):
 
 
 def test_allreduce_runs_at_the_shaped_link_rate(tmp_path):
-    from testbed import experiment
+    from testbed import jobs as training
 
     spec = FabricSpec(spines=1, leaves=1, hosts_per_leaf=4, host_rate_mbps=10)
     layout, _ = view_of(spec)
@@ -72,7 +72,7 @@ def test_allreduce_runs_at_the_shaped_link_rate(tmp_path):
     job = JobSpec(0, "ring", model, 4, 3, semantics="wait_all", hosts=tuple(h.name for h in hosts),
                   addresses=tuple(h.ip for h in hosts))
     with Testbed(spec, str(tmp_path), scheduler="ecmp", jobs=[job]) as tb:
-        res = experiment.run_jobs(tb, [job], RunFolder(str(tmp_path)), seed=1, time_limit_s=120, progress=False)
+        res = training.run_jobs(tb, [job], RunFolder(str(tmp_path)), seed=1, time_limit_s=120, progress=False)
     assert not res["workload_failed"], res
     n = job.workers
     analytic = ring_time_s(size, n, spec.host_rate_mbps * 1e6)

@@ -3,7 +3,7 @@
 It runs the project's own scheduler objects (controller/schedulers) on the workers' own iteration program
 (workloads/program.py) over a fluid model of the same fabric (twin/network.py, twin/engine.py), and writes a
 results folder of the same shape as an emulation run: ``config.json`` and ``summary.json`` through
-testbed/results.py, with ``config.engine = "fluid"``. Its parameters (ideal or calibrated, every artefact term
+experiment/results.py, with ``config.engine = "fluid"``. Its parameters (ideal or calibrated, every artefact term
 named) are in twin/model.py; docs/twin.md says what it models, how it was checked against the emulation, and
 where it disagrees.
 
@@ -41,7 +41,7 @@ import numpy as np
 from core.fabric import FabricLayout, FabricSpec
 from core.model import JobSpec
 from core.stats import percentile
-from testbed.qos import DEFAULT_QUEUE_MS
+from core.queues import DEFAULT_QUEUE_MS
 from twin.engine import FluidSim, RunResult
 from twin.model import IDEAL, ModelParams, calibrated, calibration_notes, parse_model_overrides, resolve_model
 from twin.network import HASH_MODELS, Network
@@ -230,7 +230,7 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
     """Run one experiment in the twin and write its results folder (see the module docstring). Returns 0 when
     the run completed, 1 when it failed (the summary's ``error`` says why). ``model_overrides``: terms
     (``"name=value"``) set over ``model``'s."""
-    from testbed.results import JobSummary, RunFolder, RunSummary, code_version
+    from experiment.results import JobSummary, RunFolder, RunSummary, code_version
 
     out = os.path.abspath(out)
     folder = RunFolder(out)

@@ -44,8 +44,8 @@ from controller.schedulers.base import Scheduler
 from core.classes import NUM_CLASSES
 from core.model import Decision, FlowKey, JobSpec, OperationEvent
 from core.ring import ring_bytes_per_rank, ring_steps
-from testbed.qos import DEFAULT_QUEUE_MS, MTU_BYTES, queue_packets
-from testbed.transport import TCP_PAYLOAD
+from core.queues import DEFAULT_QUEUE_MS, MTU_BYTES, queue_packets
+from core.transport import TCP_PAYLOAD
 from twin.model import ModelParams
 from twin.network import Network, allocate, hashed_path
 from workloads.program import COMPUTE, LAUNCH, WAIT, IterationProgram
@@ -246,7 +246,7 @@ class FluidSim:
         # the current one, and its integral since the entity started sending (queue_backlog).
         self.fifo_bytes = fifo_packets * MTU_BYTES
         # What one flow can have queued: its step's bytes, at most its receive window where the profile clamps it;
-        # a lossless FIFO holds every flow's window (testbed/transport.py), so only the windows bound the backlog.
+        # a lossless FIFO holds every flow's window (core/transport.py), so only the windows bound the backlog.
         self.window_bytes = float(window_packets) * TCP_PAYLOAD if window_packets else np.inf
         self.backlog_cap = np.full(network.links, np.inf) if lossless else self.fifo_bytes
         self.backlog_now = np.zeros(n)

@@ -12,7 +12,7 @@ from controller.schedulers.base import EcmpScheduler, Scheduler
 from controller.schedulers.bytescheduler import ByteScheduler
 from controller.schedulers.crux import CruxScheduler
 from controller.schedulers.flux import FluxScheduler
-from controller.schedulers.flux_steal import FluxStealScheduler
+from controller.schedulers.flux_v1 import FluxV1Scheduler
 from core.fabric import FabricView
 from core.model import JobSpec
 
@@ -20,8 +20,8 @@ SCHEDULERS: Dict[str, Type[Scheduler]] = {
     "ecmp": EcmpScheduler,
     "bytescheduler": ByteScheduler,
     "crux": CruxScheduler,
-    "flux": FluxStealScheduler,
-    "flux-v1": FluxScheduler,
+    "flux": FluxScheduler,
+    "flux-v1": FluxV1Scheduler,
 }
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Dict, List, Optional
 
-from testbed.qos import queue_packets
+from core.queues import queue_packets
 
 TCP_PAYLOAD = 1448      # bytes of data in a full packet (1500-byte MTU, TCP timestamps)
 ACK_ALLOWANCE = 2       # ACKs that may wait in a class FIFO per data flow (delayed ACKs: one per two packets)

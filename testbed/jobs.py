@@ -3,7 +3,7 @@
 ``run_jobs`` starts one worker process per rank in its Mininet host (``python -m workloads.worker``), shows a
 progress bar of finished iterations, applies the scheduled faults, enforces the time limit and summarises the
 workers' ground truth (workloads/truth.py); whether the emulation kept up is testbed/fidelity.py's to say.
-``print_summary`` is the run's last words on the terminal. Files are named and read through testbed/results.py.
+``print_summary`` is the run's last words on the terminal. Files are named and read through experiment/results.py.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Dict, List, Sequence
 from core.faults import Fault
 from core.model import JobSpec
 from testbed import state
-from testbed.results import RunFolder, RunSummary
+from experiment.results import RunFolder, RunSummary
 
 LOG = logging.getLogger("flux.run")
 
