@@ -3,9 +3,15 @@
 ``make_scheduler("flux", fabric, jobs, parse_params(["alpha=0.7"]))`` builds a policy from command-line style
 ``key=value`` parameters; each scheduler class lists its parameters and defaults in ``defaults`` and rejects
 names it does not know.
+
+A name is one of the shipped schedulers, a name that an installed package registers in the entry point group
+``flux_testbed.schedulers``, or ``package.module:ClassName``: a subclass of ``Scheduler`` importable from the
+Python path (docs/writing-a-scheduler.md).
 """
 from __future__ import annotations
 
+import importlib
+from importlib.metadata import entry_points
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Type
 
 from controller.schedulers.base import EcmpScheduler, Scheduler
@@ -25,17 +31,57 @@ SCHEDULERS: Dict[str, Type[Scheduler]] = {
 }
 
 
+ENTRY_POINT_GROUP = "flux_testbed.schedulers"
+
+
+def _registered() -> Dict[str, Any]:
+    """Entry points of installed packages, by name (the shipped names win)."""
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in SCHEDULERS}
+
+
 def scheduler_names() -> List[str]:
-    return sorted(SCHEDULERS)
+    """The shipped schedulers and those installed packages register."""
+    return sorted(set(SCHEDULERS) | set(_registered()))
+
+
+def _check_class(name: str, obj: Any) -> Type[Scheduler]:
+    if not (isinstance(obj, type) and issubclass(obj, Scheduler)):
+        raise ValueError(f"scheduler {name!r} is not a subclass of controller.schedulers.base.Scheduler")
+    return obj
+
+
+def scheduler_class(name: str) -> Type[Scheduler]:
+    """The class a scheduler name stands for: shipped, registered by an entry point, or ``module:Class``.
+    ValueError, in one line, for anything else."""
+    if name in SCHEDULERS:
+        return SCHEDULERS[name]
+    registered = _registered()
+    if name in registered:
+        try:
+            return _check_class(name, registered[name].load())
+        except ImportError as exc:
+            raise ValueError(f"scheduler {name!r}: its package failed to import: {exc}")
+    module_name, sep, class_name = name.partition(":")
+    if not sep:
+        raise ValueError(f"unknown scheduler {name!r}; known: {', '.join(scheduler_names())}, "
+                         "or package.module:ClassName")
+    if not module_name or not class_name.isidentifier():
+        raise ValueError(f"scheduler {name!r}: write package.module:ClassName")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"scheduler {name!r}: cannot import {module_name!r} ({exc})")
+    except Exception as exc:  # the user's module raised while importing: say so in one line
+        raise ValueError(f"scheduler {name!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}")
+    if not hasattr(module, class_name):
+        raise ValueError(f"scheduler {name!r}: {module_name!r} has no {class_name!r}")
+    return _check_class(name, getattr(module, class_name))
 
 
 def make_scheduler(name: str, fabric: FabricView, jobs: Sequence[JobSpec],
                    params: Optional[Mapping[str, Any]] = None) -> Scheduler:
     """A new scheduler of the given name; ValueError for an unknown name or parameter."""
-    cls = SCHEDULERS.get(name)
-    if cls is None:
-        raise ValueError(f"unknown scheduler {name!r}; known: {', '.join(scheduler_names())}")
-    return cls(fabric, jobs, params)
+    return scheduler_class(name)(fabric, jobs, params)
 
 
 def _convert(text: str) -> Any:
