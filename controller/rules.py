@@ -24,7 +24,7 @@ TRANSIT_COOKIE so that flow statistics leave them out).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from core.classes import ACK_CLASS, class_to_dscp
 from core.fabric import TIER_LEAF, FabricLayout, leaf_name, pick_path
@@ -34,7 +34,6 @@ FLOW_COOKIE = 1 << 40          # marks per-flow scheduling rules (flow stats are
 PIN_COOKIE = 1 << 41           # flows pinned by the runner (traffic checks, benchmarks)
 TRANSIT_COOKIE = 1 << 42       # a chosen path's rules beyond the ingress leaf (no counters wanted)
 PRIO_FLOW, PRIO_DEFAULT = 100, 10
-DEFAULT_DECISION = Decision()  # class 0, hashed path: what a flow gets when the policy does not name it
 IPV4 = 0x0800
 
 
@@ -181,16 +180,3 @@ class RuleCompiler:
                     kept.add(dpid)
                     out.append(Rule(dpid, PRIO_FLOW, match, cookie=cookie | TRANSIT_COOKIE))
         return out
-
-
-def changed_decisions(flows: Iterable[FlowKey], installed: Mapping[FlowKey, Decision],
-                      wanted: Mapping[FlowKey, Decision]) -> Dict[FlowKey, Decision]:
-    """The flows whose wanted decision differs from the installed one (a flow the policy does not name wants
-    DEFAULT_DECISION)."""
-    changed = {}
-    for flow in flows:
-        d = wanted.get(flow, DEFAULT_DECISION)
-        current = installed.get(flow)
-        if current is not d and current != d:  # identity first: policies reuse Decision objects
-            changed[flow] = d
-    return changed

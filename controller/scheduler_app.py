@@ -1,7 +1,8 @@
 """The scheduler app (Ryu, OpenFlow 1.3): forwarding rules, the per-flow scheduling stage, events and decisions.
 
-It stays thin around a pure scheduler (controller/schedulers): events and timers go in, ``decide()`` comes out,
-controller/rules.py turns decisions into rules, and only the ingress rules whose decision changed are rewritten.
+It stays thin around the pure control loop (controller/loop.py, the one the twin drives too): events and timers
+go in, the decisions that changed come out, controller/rules.py turns them into rules, and only the ingress rules
+whose decision changed are rewritten.
 Forwarding is proactive, from the fabric layout the runner hands over (no discovery, no packet-ins). Per-flow
 rules exist under every scheduler (ECMP included, where they do what the default rule would) so that flow
 counters, and therefore the reconstruction of GPU idle time, are the same for every policy.
@@ -37,7 +38,8 @@ from controller import ofp
 from controller.batches import Batch, ChangeBatches
 from controller.channels import ControlServer, Csv
 from controller.fabric_app import FabricApp
-from controller.rules import DEFAULT_DECISION, PIN_COOKIE, RuleCompiler, changed_decisions, flow_cookie
+from controller.loop import ControlLoop
+from controller.rules import PIN_COOKIE, RuleCompiler, flow_cookie
 from controller.schedulers.registry import make_scheduler
 from core.config import RESYNC_ENV
 from core.model import Decision, FlowKey
@@ -60,10 +62,9 @@ class SchedulerApp(FabricApp):
         self.flows: Dict[FlowKey, Tuple[int, int, int]] = {
             job.flow(r, b): (job.index, b, r)
             for job in cfg.jobs for b in range(len(job.model.buckets)) for r in range(job.workers)}
-        self.installed: Dict[FlowKey, Decision] = {}
-        self.pins: Dict[FlowKey, Decision] = {}
+        self.loop = ControlLoop(self.scheduler, list(self.flows))
         self.batches = ChangeBatches()
-        self.stats = {"events": 0, "event_latency_s": [], "flowmods": 0, "reactions": [], "decide_calls": 0,
+        self.stats = {"events": 0, "event_latency_s": [], "flowmods": 0, "reactions": [],
                       "fabric_changes": []}
         self.resync = os.environ.get(RESYNC_ENV) == "1"
         self.down_ports: Set[Tuple[int, int]] = set()   # (dpid, port) reported down
@@ -105,13 +106,11 @@ class SchedulerApp(FabricApp):
         # The ports' state now (a link may have failed before this connection): answered in _port_desc.
         dp.send_msg(ofp.port_desc_request(dp))
         rules = self.rules.switch_rules(dp.id)
-        wanted = self._wanted(time.time())
+        decisions = self.loop.install_all(time.time())
         for flow, (job, bucket, rank) in self.flows.items():
-            decision = wanted.get(flow, Decision())
-            rules += self.rules.flow_rules(flow, decision, flow_cookie(job, bucket, rank, False),
+            rules += self.rules.flow_rules(flow, decisions[flow], flow_cookie(job, bucket, rank, False),
                                            flow_cookie(job, bucket, rank, True), at_dpid=dp.id)
-            self.installed[flow] = decision
-        for flow, decision in self.pins.items():
+        for flow, decision in self.loop.pins.items():
             rules += self.rules.flow_rules(flow, decision, PIN_COOKIE, PIN_COOKIE, at_dpid=dp.id)
         add = dp.ofproto.OFPFC_ADD
         for rule in rules:
@@ -171,10 +170,7 @@ class SchedulerApp(FabricApp):
         names = sorted(f"{link.a}-{link.b}" for link in down)
         LOG.warning("fabric changed: links down: %s", ", ".join(names) or "none")
         with self._reconciling:
-            try:
-                self.scheduler.on_fabric_change(live.view())
-            except Exception:
-                LOG.exception("scheduler %s failed to take the fabric change", self.scheduler.name)
+            decisions = self.loop.fabric_change(time.time(), live.view())
             touched, mods = {}, 0
             for dpid, dp in self.datapaths.items():
                 if dpid in self.ready:
@@ -182,16 +178,13 @@ class SchedulerApp(FabricApp):
                         dp.send_msg(ofp.select_group(dp, group, modify=True))
                         mods += 1
                     touched[dpid] = dp
-            wanted = self._wanted(time.time()) if self.ready else {}
             for flow, (job, bucket, rank) in self.flows.items():
-                d = wanted.get(flow, DEFAULT_DECISION)
                 try:
-                    mods += self._rewrite(flow, d, flow_cookie(job, bucket, rank, False), touched)
+                    mods += self._rewrite(flow, decisions[flow], flow_cookie(job, bucket, rank, False), touched)
                 except ValueError as exc:
                     LOG.error("%s", exc)
-                    continue
-                self.installed[flow] = d
-            for flow, d in self.pins.items():
+                    self.loop.revert(flow, None)
+            for flow, d in self.loop.pins.items():
                 mods += self._rewrite(flow, d, PIN_COOKIE, touched)
             self.stats["flowmods"] += mods
             batch = self.batches.open("fabric", t0, mods)
@@ -218,14 +211,6 @@ class SchedulerApp(FabricApp):
         return mods
 
     # ------------------------------------------------------------------------------------------- decisions
-    def _wanted(self, now: float) -> Dict[FlowKey, Decision]:
-        self.stats["decide_calls"] += 1
-        try:
-            return self.scheduler.decide(now)
-        except Exception:
-            LOG.exception("scheduler %s failed to decide; keeping the installed rules", self.scheduler.name)
-            return dict(self.installed)
-
     def _reconcile(self, trigger: str, t0: float) -> None:
         with self._reconciling:
             self._reconcile_now(trigger, t0)
@@ -233,7 +218,7 @@ class SchedulerApp(FabricApp):
     def _reconcile_now(self, trigger: str, t0: float) -> None:
         if not self.ready:
             return
-        changed = changed_decisions(self.flows, self.installed, self._wanted(time.time()))
+        changed = self.loop.reconcile(time.time())
         if not changed:
             return
         touched, mods, rows, now = {}, 0, [], time.time()
@@ -241,10 +226,10 @@ class SchedulerApp(FabricApp):
             job, bucket, rank = self.flows[flow]
             try:
                 mods += self._rewrite(flow, d, flow_cookie(job, bucket, rank, False), touched)
-            except ValueError as exc:  # a policy bug: keep the flow as it is and say so
+            except ValueError as exc:  # a policy bug: keep the flow as it is, say so, and try again next time
                 LOG.error("%s", exc)
+                self.loop.revert(flow, None)
                 continue
-            self.installed[flow] = d
             rows.append([f"{now:.6f}", job, bucket, rank, d.priority_class, "" if d.path is None else d.path])
         self.decision_csv.write_many(rows)
         self.stats["flowmods"] += mods
@@ -294,14 +279,13 @@ class SchedulerApp(FabricApp):
                 self.stats["event_latency_s"].append(received - ev.time)
                 rows.append([f"{ev.time:.6f}", f"{received:.6f}", ev.kind, ev.job, ev.rank, ev.iteration,
                              ev.bucket, ev.bytes_done])
-                self.scheduler.on_event(ev, received)
-                trigger = trigger or ev.kind in self.scheduler.reconcile_on
+                trigger = self.loop.on_events(received, [ev]) or trigger
             self.event_csv.write_many(rows)
             if trigger:
                 self._reconcile("event", batch[0].received_at)
 
     def _periodic_decide_loop(self):
-        period = getattr(self.scheduler, "period_s", None)
+        period = self.loop.period_s
         if not period:
             return
         while True:
@@ -318,8 +302,7 @@ class SchedulerApp(FabricApp):
         src, dst, sport, dport = req["flow"][:4]
         flow = FlowKey(src, dst, int(sport), int(dport))
         decision = Decision(int(req.get("class", 0)), req.get("path"))
-        first = flow not in self.pins
-        self.pins[flow] = decision
+        first = self.loop.pin(flow, decision)
         touched: dict = {}
         mods = self._rewrite(flow, decision, PIN_COOKIE, touched, reverse_cookie=PIN_COOKIE, modify_ingress=not first)
         self.stats["flowmods"] += mods
@@ -339,7 +322,8 @@ class SchedulerApp(FabricApp):
             "reactions": len(react),
             "reaction_latency_ms_median": None if not react else 1e3 * statistics.median(react),
             "reaction_latency_ms_p99": None if not react else 1e3 * percentile(react, 99),
-            "decide_calls": self.stats["decide_calls"],
+            "decide_calls": self.loop.decide_calls,
+            "scheduler_errors": self.loop.errors,
             "class_changes": getattr(self.scheduler, "changes", None),
             "steals": getattr(self.scheduler, "steals", None),          # flux (v2): operations that stole slack
             "lowered": getattr(self.scheduler, "lowered", None),        # flux (v2): launches placed lower

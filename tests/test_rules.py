@@ -3,13 +3,13 @@ confirmed by barriers. No root, no switch."""
 import pytest
 
 from controller.batches import ChangeBatches
+from controller.loop import changed_decisions
 from controller.rules import (
     ACK_CLASS,
     FLOW_COOKIE,
     PRIO_FLOW,
     TRANSIT_COOKIE,
     RuleCompiler,
-    changed_decisions,
     decode_cookie,
     flow_cookie,
 )

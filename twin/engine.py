@@ -40,6 +40,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from controller.loop import ControlLoop
 from controller.schedulers.base import Scheduler
 from core.classes import NUM_CLASSES
 from core.model import Decision, FlowKey, JobSpec, OperationEvent
@@ -298,7 +299,6 @@ class FluidSim:
         self.live_class_changes = 0
         self.events = 0
         self.events_sent = 0
-        self.decide_calls = 0
         self.flow_changes = 0
         self.recomputes = 0
         self.programs = {j.index: IterationProgram(j) for j in self.jobs}
@@ -307,11 +307,11 @@ class FluidSim:
             for rank in range(job.workers):
                 self.ranks[(job.index, rank)] = RankState(job, rank, self.programs[job.index], job.start_offset_s)
         self.running = len(self.ranks)
-        self.uses_events = bool(scheduler.reconcile_on) or bool(scheduler.period_s)
-        self._reconcile_on = frozenset(scheduler.reconcile_on)
+        # The controller's own loop, at simulated times: the same decisions, diffed the same way, as in the emulation.
+        self.loop = ControlLoop(scheduler, keys)
+        self.uses_events = self.loop.listens
         self._decide_pending = False
         self._pending_events: List[OperationEvent] = []
-        self._last_rules: Optional[Mapping[FlowKey, Decision]] = None
         # Flow sizes of the ring: the (job, bucket) -> chunk list, and each rank's share, computed once.
         self._nbytes = {(j.index, b.index): max(b.nbytes // FLOAT_BYTES, j.workers) * FLOAT_BYTES
                         for j in self.jobs for b in j.model.buckets}
@@ -358,28 +358,20 @@ class FluidSim:
 
     def _deliver(self, ev: OperationEvent) -> None:
         self.events += 1
-        self.sched.on_event(ev, self.now)
-        if ev.kind in self._reconcile_on and not self._decide_pending:
+        if self.loop.on_events(self.now, [ev]) and not self._decide_pending:
             self._decide_pending = True
             self._push(self.now + self.p.decide_batch_s, _EV_DECIDE)
 
     def _decide(self) -> None:
-        self.decide_calls += 1
-        rules = self.sched.decide(self.now)
+        changes = self.loop.reconcile(self.now)
         if self.p.reaction_latency_s > 0:
-            self._push(self.now + self.p.reaction_latency_s, _EV_APPLY, rules)
+            self._push(self.now + self.p.reaction_latency_s, _EV_APPLY, changes)
         else:
-            self._apply(rules)
+            self._apply(changes)
 
-    def _apply(self, rules: Mapping[FlowKey, Decision]) -> None:
-        """Install a decision: every flow it names gets its class and path, the others the default rule."""
-        default = Decision()
-        last = self._last_rules or {}
-        # Policies reuse their Decision objects, so identity finds the unchanged flows quickly.
-        changes = [(k, d) for k, d in rules.items() if last.get(k) is not d]
-        changes += [(k, default) for k in last if k not in rules]
-        self._last_rules = rules
-        for key, d in changes:
+    def _apply(self, changes: Mapping[FlowKey, Decision]) -> None:
+        """Install the decisions that changed (the control loop's output), each flow's class and path."""
+        for key, d in changes.items():
             c = self.conn_of.get(key)
             if c is None:
                 continue
@@ -1056,10 +1048,9 @@ class FluidSim:
     def run(self) -> RunResult:
         wall0 = time.perf_counter()
         # The controller's first decision is installed before the workload starts.
-        self.decide_calls += 1
-        self._apply(self.sched.decide(0.0))
-        if self.sched.period_s:
-            self._push(float(self.sched.period_s), _EV_PERIODIC)
+        self._apply(self.loop.install_all(0.0))
+        if self.loop.period_s:
+            self._push(self.loop.period_s, _EV_PERIODIC)
         for st in self.ranks.values():
             self._push(st.start_at, _EV_GPU, st)
         error = None
@@ -1084,8 +1075,10 @@ class FluidSim:
             while self._heap and self._heap[0][0] <= self.now:
                 _t, kind, _seq, payload = heapq.heappop(self._heap)
                 self._handle(kind, payload)
+        if error is None and self.loop.errors:
+            error = f"the scheduler raised {self.loop.errors} time(s); its last decisions were kept (see the log)"
         return RunResult(self.ranks, self.op_times, self.timeouts, self.live_class_changes, self.events,
-                         self.decide_calls, self.flow_changes, self.recomputes, self.now,
+                         self.loop.decide_calls, self.flow_changes, self.recomputes, self.now,
                          time.perf_counter() - wall0, error is None and self.running == 0, error,
                          self.events_sent, ring_model="pipelined" if self.pipelined else "steps",
                          starvations=dict(sorted(self.starvations.items())), op_trace=self.op_trace,
@@ -1120,4 +1113,4 @@ class FluidSim:
         elif kind == _EV_PERIODIC:
             if self.running > 0:
                 self._decide()
-                self._push(self.now + float(self.sched.period_s), _EV_PERIODIC)
+                self._push(self.now + self.loop.period_s, _EV_PERIODIC)
