@@ -43,23 +43,19 @@ import tempfile
 import threading
 import time
 
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
+if __name__ == "__main__":  # run as a file: the project on sys.path, set up, continue in .venv
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from cli.entry import set_up
+    set_up(__file__, fabric=True)
 
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
 
-if __name__ == "__main__":
-    # Set up what is missing and continue in .venv (asking for --help needs no fabric).
-    ensure_env("bench_class_change.py", needs_fabric=not ({"-h", "--help"} & set(sys.argv[1:])))
-
-from core.fabric import FabricSpec  # noqa: E402
-from core.model import FlowKey  # noqa: E402
-from testbed.fabric import Testbed  # noqa: E402
-from core.transport import DEFAULT_PROFILE, PROFILES, TCP_PAYLOAD  # noqa: E402
-from twin.model import calibrated  # noqa: E402
+from core.fabric import FabricSpec
+from core.model import FlowKey
+from testbed.fabric import Testbed
+from core.transport import DEFAULT_PROFILE, PROFILES, TCP_PAYLOAD
+from twin.model import calibrated
 # The reading of testbed.traffic's timelines and probes, and the twin's starvation rule, as bench_starvation has them.
-from scripts.bench_starvation import BadInput, floats, longest_silence, probe_at, twin_rule, value_at  # noqa: E402
+from analysis.starvation import BadInput, floats, longest_silence, probe_at, twin_rule, value_at
 
 WARMUP_S = 2.0      # the tested flow alone first: out of slow start, its rate alone measured
 REST_S = 2.5        # after each episode, before the next burst: the flow back to its rate alone

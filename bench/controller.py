@@ -29,21 +29,17 @@ import sys
 import tempfile
 import time
 
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
+if __name__ == "__main__":  # run as a file: the project on sys.path, set up, continue in .venv
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from cli.entry import set_up
+    set_up(__file__, fabric=True)
 
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
 
-if __name__ == "__main__":
-    # Set up what is missing and continue in .venv (asking for --help needs no fabric).
-    ensure_env("bench_controller.py", needs_fabric=not ({"-h", "--help"} & set(sys.argv[1:])))
-
-from core.config import DEFAULT_POLL_INTERVAL_S  # noqa: E402
-from core.fabric import FabricLayout, FabricSpec  # noqa: E402
-from core.model import Bucket, FlowKey, JobSpec, ModelProfile, OperationEvent  # noqa: E402
-from core.stats import percentile  # noqa: E402
-from testbed.fabric import Testbed  # noqa: E402
+from core.config import DEFAULT_POLL_INTERVAL_S
+from core.fabric import FabricLayout, FabricSpec
+from core.model import Bucket, FlowKey, JobSpec, ModelProfile, OperationEvent
+from core.stats import percentile
+from testbed.fabric import Testbed
 
 
 def synthetic_jobs(layout: FabricLayout, jobs: int = 4, workers: int = 4, buckets: int = 6):

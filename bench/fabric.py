@@ -20,20 +20,16 @@ import sys
 import tempfile
 import time
 
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
+if __name__ == "__main__":  # run as a file: the project on sys.path, set up, continue in .venv
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from cli.entry import set_up
+    set_up(__file__, fabric=True)
 
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
 
-if __name__ == "__main__":
-    # Set up what is missing and continue in .venv (asking for --help needs no fabric).
-    ensure_env("bench_fabric.py", needs_fabric=not ({"-h", "--help"} & set(sys.argv[1:])))
-
-from core.fabric import FabricSpec  # noqa: E402
-from core.ring import ring_time_s  # noqa: E402
-from testbed.fabric import Testbed  # noqa: E402
-from experiment.results import RunFolder  # noqa: E402
+from core.fabric import FabricSpec
+from core.ring import ring_time_s
+from testbed.fabric import Testbed
+from experiment.results import RunFolder
 
 
 def allreduce_vs_analytic(size: int = 1_000_000, workers: int = 4, rate_mbps: float = 10.0) -> dict:

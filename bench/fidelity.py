@@ -31,18 +31,15 @@ import sys
 import tempfile
 import time
 
+if __name__ == "__main__":  # run as a file: the project on sys.path, set up, continue in .venv
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from cli.entry import builds_fabric, set_up
+    set_up(__file__, fabric=builds_fabric("bench", sys.argv[1:], "fidelity"))
+
+
+from experiment.results import RunFolder
+
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
-
-from testbed.bootstrap import asks_for_fluid, ensure_env  # noqa: E402  (standard library only)
-
-if __name__ == "__main__":
-    # Set up what is missing and continue in .venv (asking for --help needs no fabric).
-    _argv = sys.argv[1:]
-    ensure_env("bench_fidelity.py", needs_fabric=not (asks_for_fluid(_argv) or {"-h", "--help"} & set(_argv)))
-
-from experiment.results import RunFolder  # noqa: E402
 
 RUN = [sys.executable, os.path.join(PROJECT_DIR, "testbed", "run.py")]
 SCENARIOS_DIR = os.path.join(PROJECT_DIR, "workloads", "scenarios")

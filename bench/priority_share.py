@@ -31,19 +31,15 @@ import sys
 import tempfile
 import time
 
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
+if __name__ == "__main__":  # run as a file: the project on sys.path, set up, continue in .venv
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from cli.entry import set_up
+    set_up(__file__, fabric=True)
 
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
 
-if __name__ == "__main__":
-    # Set up what is missing and continue in .venv (asking for --help needs no fabric).
-    ensure_env("bench_priority_share.py", needs_fabric=not ({"-h", "--help"} & set(sys.argv[1:])))
-
-from core.fabric import FabricSpec  # noqa: E402
-from core.model import FlowKey  # noqa: E402
-from testbed.fabric import Testbed  # noqa: E402
+from core.fabric import FabricSpec
+from core.model import FlowKey
+from testbed.fabric import Testbed
 
 ALONE_S = 4.0           # the high flow alone first
 SETTLE_S = 1.0          # left out at the start of each phase (slow start, the low flows' start)

@@ -32,14 +32,12 @@ import sys
 import time
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
 
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
+if __name__ == "__main__":  # run as a file: the project on sys.path, set up, continue in .venv
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from cli.entry import set_up
+    set_up(__file__, fabric=False)
 
-if __name__ == "__main__":
-    # Set up what is missing and continue in .venv; the twin needs no fabric (crossval's --run-emulation does).
-    ensure_env("bench_twin.py", needs_fabric=False)
 
 MODELS = ("resnet50", "vgg16", "bert_large", "gpt2_xl")
 ITERATIONS = {"resnet50": 8, "vgg16": 6, "bert_large": 5, "gpt2_xl": 2}

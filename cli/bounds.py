@@ -32,21 +32,14 @@ import subprocess
 import sys
 import tempfile
 
+
+import yaml
+
+from cli import run as runner
+from experiment.results import RunFolder
+from workloads.profiles import available_profiles
+
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
-
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
-
-if __name__ == "__main__":
-    _emulation = "emulation" in sys.argv[1:]
-    ensure_env("bounds.py", needs_fabric=_emulation and not ({"-h", "--help"} & set(sys.argv[1:])))
-
-import yaml  # noqa: E402
-
-from cli import run as runner  # noqa: E402
-from experiment.results import RunFolder  # noqa: E402
-from workloads.profiles import available_profiles  # noqa: E402
 
 RUN = [sys.executable, os.path.join(PROJECT_DIR, "testbed", "run.py")]
 
@@ -129,7 +122,3 @@ def main(argv=None) -> int:
                       "time_scale": resolved["scenario"].scaling.time_scale, "jobs": jobs,
                       "cluster_u_bound": weighted / gpus if complete and gpus else None}, indent=2))
     return 0 if complete else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -39,19 +39,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
-
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
-
-if __name__ == "__main__":
-    ensure_env("plot.py", needs_fabric=False)  # set up what is missing, continue in .venv
-
-import matplotlib  # noqa: E402
+import matplotlib
 
 matplotlib.use("Agg")  # files only; never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 import numpy as np  # noqa: E402
 
 from core.fabric import leaf_name  # noqa: E402
@@ -782,7 +773,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     path = write_captions(out, res, made, skipped)
     print(f"wrote {results.display_path(path)}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

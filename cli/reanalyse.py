@@ -14,17 +14,9 @@ import os
 import sys
 import time
 
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
 
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
-
-if __name__ == "__main__":
-    ensure_env("reanalyse.py", needs_fabric=False)  # set up what is missing, continue in .venv
-
-from testbed import reconstruct  # noqa: E402
-from experiment.results import RunFolder  # noqa: E402
+from testbed import reconstruct
+from experiment.results import RunFolder
 
 
 def run_folders(paths):
@@ -58,7 +50,3 @@ def main(argv=None) -> int:
         sys.stderr.write("reanalyse.py: no run folder with a summary.json found\n")
         return 2
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

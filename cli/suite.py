@@ -33,56 +33,22 @@ import os
 import subprocess
 import sys
 from contextlib import redirect_stdout
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
+
+
+import numpy as np
+
+from analysis.agreement import CLUSTER_BAND, JOB_BAND, RANK_MARGIN, discordant_pairs
+from analysis.suite import (DEFAULT_RATE, SUITE_DIR, VARIANTS, fabric_flags, job_means, job_values, means,
+                            scenario_names)
+from cli import bounds as bounds_script
+from core.transport import DEFAULT_PROFILE, PROFILES
+from experiment.results import CLUSTER, SUMMARY_CSV, discover_runs, read_summary_csv
+from experiment.results import collect as collect_sweep
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
 
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
-
-if __name__ == "__main__":
-    _argv = sys.argv[1:]
-    ensure_env("suite.py", needs_fabric="emulation" in _argv and not ({"-h", "--help", "--collect-only"} & set(_argv)))
-
-import numpy as np  # noqa: E402
-
-from scripts import bounds as bounds_script  # noqa: E402
-from core.transport import DEFAULT_PROFILE, PROFILES  # noqa: E402
-from experiment.results import CLUSTER, SUMMARY_CSV, discover_runs, read_summary_csv  # noqa: E402
-from experiment.results import collect as collect_sweep  # noqa: E402
-
-SUITE_DIR = os.path.join(PROJECT_DIR, "workloads", "scenarios", "suite")
 SWEEP = [sys.executable, os.path.join(PROJECT_DIR, "scripts", "sweep.py")]
-#: Mbit/s on every link: the capacity the fidelity benchmark found for 16 hosts (docs/fidelity.md).
-DEFAULT_RATE = 5.0
-#: Fabric flags per scenario (each file's header says why). Pairs run on one spine so that they share links:
-#: on two spines Crux's path placement would give each job a spine of its own and leave nothing to schedule.
-FABRIC: Dict[str, List[str]] = {
-    "headline": [], "same-model": [],
-    "stress-8": ["--leaves", "2", "--hosts-per-leaf", "8", "--spines", "1"],
-}
-PAIR_FABRIC = ["--spines", "1"]
-#: Variant -> (scheduler, --set axes for sweep.py)
-VARIANTS: Dict[str, tuple] = {
-    "ecmp": ("ecmp", []),
-    "bytescheduler": ("bytescheduler", []),
-    "crux": ("crux", []),
-    "crux-contiguous": ("crux", ["param.compression=contiguous"]),
-    "crux-overlap": ("crux", ["param.correction=overlap"]),
-    "flux-v1": ("flux-v1", []),
-    "flux": ("flux", []),
-    "flux-jobs": ("flux", ["param.bands=jobs"]),
-}
-
-
-def scenario_names() -> List[str]:
-    return sorted(os.path.splitext(f)[0] for f in os.listdir(SUITE_DIR) if f.endswith(".yaml"))
-
-
-def fabric_flags(scenario: str, rate: float = DEFAULT_RATE, min_packets: Optional[float] = None) -> List[str]:
-    budget = [] if min_packets is None else ["--min-packets", f"{min_packets:g}"]
-    return ["--host-rate", f"{rate:g}", "--fabric-rate", f"{rate:g}"] + budget + FABRIC.get(scenario, PAIR_FABRIC)
 
 
 def run_variant(engine: str, scenario: str, variant: str, seeds: str, out: str, dry_run: bool,
@@ -257,36 +223,6 @@ def plot(out: str, rows: List[dict], engine: str) -> None:
     plt.close(fig)
 
 
-def job_values(folder: str, column: str = "gpu_utilization") -> Dict[str, List[float]]:
-    """A figure (GPU utilisation unless told) of each job in each completed run of one sweep folder (its
-    summary.csv); runs that leave the column empty are left out."""
-    path = os.path.join(folder, SUMMARY_CSV)
-    if not os.path.exists(path):
-        return {}
-    rows, _ = read_summary_csv(path)
-    values: Dict[str, List[float]] = {}
-    for row in rows:
-        if row.get("job") in (None, "", CLUSTER) or row.get("ok") != "True" or not row.get(column):
-            continue
-        values.setdefault(row["job"], []).append(float(row[column]))
-    return values
-
-
-def _means(values: Dict[str, List[float]]) -> Dict[str, float]:
-    return {job: float(np.mean(v)) for job, v in values.items()}
-
-
-def job_means(folder: str) -> Dict[str, float]:
-    """Mean GPU utilisation of each job over the completed runs of one sweep folder (its summary.csv)."""
-    return _means(job_values(folder))
-
-
-#: The agreement compare() counts: cluster utilisation within CLUSTER_BAND, every job within JOB_BAND.
-CLUSTER_BAND, JOB_BAND = 0.03, 0.05
-#: Two variants whose mean utilisations differ by more than this count as ordered (docs/twin.md's ranking).
-RANK_MARGIN = 0.01
-
-
 def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
     """Each row's mean utilisation beside another suite folder's (e.g. the fluid engine's beside the emulation's),
     per job as well (the job furthest off), with the other's min-max over its seeds, how many scenarios each
@@ -303,13 +239,13 @@ def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
         if r.get("u_mean") is None or theirs is None:
             continue
         mine_values = job_values(os.path.join(out, r["scenario"], r["variant"]))
-        mine_jobs = _means(mine_values)
+        mine_jobs = means(mine_values)
         their_jobs = job_means(os.path.join(other_dir, r["scenario"], r["variant"]))
         job_diffs = {job: their_jobs[job] - u for job, u in mine_jobs.items() if job in their_jobs}
         worst = max(job_diffs, key=lambda j: abs(job_diffs[j])) if job_diffs else None
         # Only the fluid engine fills the column, so it comes from whichever of the two folders is the twin's.
-        starvation = (_means(job_values(os.path.join(other_dir, r["scenario"], r["variant"]), "starvation_timeouts"))
-                      or _means(job_values(os.path.join(out, r["scenario"], r["variant"]), "starvation_timeouts")))
+        starvation = (means(job_values(os.path.join(other_dir, r["scenario"], r["variant"]), "starvation_timeouts"))
+                      or means(job_values(os.path.join(out, r["scenario"], r["variant"]), "starvation_timeouts")))
         pairs.append({"scenario": r["scenario"], "variant": r["variant"], "u": r["u_mean"],
                       "u_other": float(theirs["u_mean"]), "other_min": float(theirs["u_min"]),
                       "other_max": float(theirs["u_max"]), "difference": float(theirs["u_mean"]) - r["u_mean"],
@@ -467,21 +403,6 @@ def compare_plot(out: str, pairs: List[dict], other_dir: str) -> None:
     fig.tight_layout()
     fig.savefig(os.path.join(out, "compare.png"), dpi=150)
     plt.close(fig)
-
-
-def discordant_pairs(pairs, margin=None) -> list:
-    """Pairs of variants of a scenario that the runs here separate by more than ``margin`` (a difference the
-    seeds resolve) and the other folder orders the other way."""
-    margin = RANK_MARGIN if margin is None else margin
-    out = []
-    for scenario in dict.fromkeys(p["scenario"] for p in pairs):
-        mine = sorted((p for p in pairs if p["scenario"] == scenario), key=lambda p: -p["u"])
-        for i, a in enumerate(mine):
-            for b in mine[i + 1:]:
-                if a["u"] - b["u"] > margin and a["u_other"] < b["u_other"]:
-                    out.append({"scenario": scenario, "a": a["variant"], "b": b["variant"], "u_a": a["u"],
-                                "u_b": b["u"], "other_a": a["u_other"], "other_b": b["u_other"]})
-    return out
 
 
 def main(argv=None) -> int:

@@ -47,22 +47,10 @@ import time
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from experiment.results import (MANIFEST, Combo, RunFolder, collect, display_path, read_json,
+                                safe_name, write_json)
+
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
-
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
-
-if __name__ == "__main__":
-    # Set up what is missing and continue in .venv; collecting finished runs needs no fabric.
-    # Fluid-only sweeps and sweeps sent to a cluster run no emulation here.
-    _words = " ".join(sys.argv[1:]).replace("=", " ").split()
-    _fluid = "engine fluid" in " ".join(_words) and "engine emulation" not in " ".join(_words)
-    ensure_env("sweep.py", needs_fabric=not ({"-h", "--help", "--collect-only", "--dry-run", "--cluster"}
-                                             & set(_words) or _fluid))
-
-from experiment.results import (MANIFEST, Combo, RunFolder, collect, display_path, read_json,  # noqa: E402
-                             safe_name, write_json)
 
 RUNNER_SCRIPT = os.path.join(PROJECT_DIR, "testbed", "run.py")
 DEFAULT_SCENARIO = os.path.join(PROJECT_DIR, "workloads", "scenarios", "default.yaml")
@@ -683,7 +671,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except BadInput as exc:
         sys.stderr.write(f"sweep.py: {exc}\n")
         return EXIT_BAD_INPUT
-
-
-if __name__ == "__main__":
-    sys.exit(main())

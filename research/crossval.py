@@ -25,20 +25,18 @@ import sys
 from collections import defaultdict
 from statistics import mean
 
+if __name__ == "__main__":  # run as a file: the project on sys.path, set up, continue in .venv
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from cli.entry import builds_fabric, set_up
+    set_up(__file__, fabric=builds_fabric("research", sys.argv[1:], "crossval"))
+
+
+from core.fabric import FabricSpec
+from experiment.results import CLUSTER, RunFolder, read_summary_csv
+import twin
+from workloads.scenario import SCENARIO_DIR
+
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
-
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
-
-if __name__ == "__main__":
-    # Set up what is missing and continue in .venv; the twin needs no fabric (crossval's --run-emulation does).
-    ensure_env("crossval.py", needs_fabric=bool(set(sys.argv[1:]) & {"--run-emulation"}))
-
-from core.fabric import FabricSpec  # noqa: E402
-from experiment.results import CLUSTER, RunFolder, read_summary_csv  # noqa: E402
-import twin  # noqa: E402
-from workloads.scenario import SCENARIO_DIR  # noqa: E402
 
 SCHEDULERS = ("ecmp", "bytescheduler", "crux", "flux")
 CLUSTER_BOUND, JOB_BOUND = 0.03, 0.05

@@ -29,17 +29,14 @@ import sys
 from collections import defaultdict
 from typing import Any, Dict, List, Mapping, Tuple
 
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
+if __name__ == "__main__":  # run as a file: the project on sys.path, set up, continue in .venv
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from cli.entry import set_up
+    set_up(__file__, fabric=False)
 
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
 
-if __name__ == "__main__":
-    ensure_env("ecmp_paths.py", needs_fabric=False)
-
-from core.ring import ring_bytes_per_rank  # noqa: E402
-from core.queues import MTU_BYTES  # noqa: E402
+from core.ring import ring_bytes_per_rank
+from core.queues import MTU_BYTES
 
 #: A port dropping at least this fraction of its packets is lossy (the same-model run's busiest uplinks drop
 #: 4-11%, the others 1-2%; docs/twin.md).

@@ -46,19 +46,17 @@ import statistics
 import sys
 import time
 
+if __name__ == "__main__":  # run as a file: the project on sys.path, set up, continue in .venv
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from cli.entry import set_up
+    set_up(__file__, fabric=False)
+
+
+from experiment.results import RunFolder
+import twin
+from twin.model import CALIBRATED_FILE, DEFAULT_CALIBRATION, IDEAL
+
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
-
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
-
-if __name__ == "__main__":
-    # Set up what is missing and continue in .venv; the twin needs no fabric (crossval's --run-emulation does).
-    ensure_env("fit_twin.py", needs_fabric=False)
-
-from experiment.results import RunFolder  # noqa: E402
-import twin  # noqa: E402
-from twin.model import CALIBRATED_FILE, DEFAULT_CALIBRATION, IDEAL  # noqa: E402
 
 SOLO_STEP_LATENCY_S = tuple(k / 1000 for k in range(9))      # stage 1: 0 to 8 ms
 OVERFLOW_TIMEOUTS = (0.25, 0.5, 1.0, 2.0, 4.0)                # stage 2

@@ -23,19 +23,15 @@ import os
 import sys
 from typing import Dict, List, Mapping, Tuple
 
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
+if __name__ == "__main__":  # run as a file: the project on sys.path, set up, continue in .venv
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from cli.entry import set_up
+    set_up(__file__, fabric=False)
 
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
 
-if __name__ == "__main__":
-    # Set up what is missing and continue in .venv; replaying a run needs no fabric.
-    ensure_env("phase_overlap.py", needs_fabric=False)
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from scripts.op_timeline import BadInput, Times, emulation_ops, twin_ops  # noqa: E402
+from analysis.timeline import BadInput, Times, emulation_ops, twin_ops
 
 Intervals = Dict[str, List[Tuple[float, float]]]
 

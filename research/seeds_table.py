@@ -15,41 +15,16 @@ import argparse
 import os
 import statistics
 import sys
-from typing import Dict, List, Tuple
+from typing import List, Tuple
 
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
-
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
-
-if __name__ == "__main__":
-    # Set up what is missing and continue in .venv; tables need no fabric.
-    ensure_env("seeds_table.py", needs_fabric=False)
-
-from experiment.results import CLUSTER, SUMMARY_CSV, read_summary_csv  # noqa: E402
-
-Runs = Dict[str, Dict[str, float]]      # run id -> job (or CLUSTER) -> GPU utilisation
+if __name__ == "__main__":  # run as a file: the project on sys.path, set up, continue in .venv
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from cli.entry import set_up
+    set_up(__file__, fabric=False)
 
 
-def completed_runs(folders: List[str], scenario: str, variant: str, faithful_only: bool) -> Tuple[Runs, int]:
-    """The completed runs of a pair in every folder, and how many of them were left out as unfaithful."""
-    runs: Runs = {}
-    left_out = set()
-    for top in folders:
-        path = os.path.join(top, scenario, variant, SUMMARY_CSV)
-        if not os.path.exists(path):
-            continue
-        rows, _ = read_summary_csv(path)
-        for row in rows:
-            if row.get("ok") != "True" or not row.get("gpu_utilization"):
-                continue
-            run = f"{top}:{row['run_id']}"
-            if faithful_only and row.get("faithful") == "False":
-                left_out.add(run)
-                continue
-            runs.setdefault(run, {})[row["job"]] = float(row["gpu_utilization"])
-    return runs, len(left_out)
+from analysis.seeds import completed_runs
+from experiment.results import CLUSTER
 
 
 def spread(values: List[float]) -> str:

@@ -32,19 +32,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Tuple
 
+if __name__ == "__main__":  # run as a file: the project on sys.path, set up, continue in .venv
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from cli.entry import set_up
+    set_up(__file__, fabric=False)
+
+
+from analysis.agreement import agreement
+from analysis.suite import VARIANTS
+from twin.model import ModelParams
+
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
-
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
-
-if __name__ == "__main__":
-    # Set up what is missing and continue in .venv; fluid runs need no fabric.
-    ensure_env("starvation_grid.py", needs_fabric=False)
-
-from scripts.agreement_floor import agreement  # noqa: E402
-from scripts.suite import VARIANTS  # noqa: E402
-from twin.model import ModelParams  # noqa: E402
 
 #: The terms a starved flow's cost depends on, and the values the benchmarks and tries in docs/twin.md gave.
 DEFAULT_GRID = {"starve_share": [0.02, 0.005],

@@ -31,13 +31,12 @@ import time
 from typing import Dict, Iterable, List, Optional, Tuple
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
 
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
+if __name__ == "__main__":  # run as a file: the project on sys.path, set up, continue in .venv
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from cli.entry import set_up
+    set_up(__file__, fabric=True)
 
-if __name__ == "__main__":
-    ensure_env("tcp_timers.py", needs_fabric=not ({"-h", "--help"} & set(sys.argv[1:])))
 
 RUN_PY = os.path.join(PROJECT_DIR, "testbed", "run.py")
 _FIELDS = ("rto", "unacked", "backoff", "retrans")

@@ -25,14 +25,12 @@ import sys
 import time
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if PROJECT_DIR not in sys.path:
-    sys.path.insert(0, PROJECT_DIR)
 
-from testbed.bootstrap import ensure_env  # noqa: E402  (standard library only)
-
-if __name__ == "__main__":
+if __name__ == "__main__":  # run as a file: the project on sys.path, set up, continue in .venv
+    sys.path[0] = PROJECT_DIR
+    from cli.entry import set_up
     # Root runs the fabric tests, so root needs the fabric set up; a normal user needs only the environment.
-    ensure_env("test.py", needs_fabric=os.geteuid() == 0 and not ({"-h", "--help"} & set(sys.argv[1:])))
+    set_up(__file__, fabric=os.geteuid() == 0)
 
 SUPPORTED = ((3, 10), (3, 11), (3, 12), (3, 13))
 
