@@ -1,7 +1,8 @@
-"""scripts/agreement_floor.py: the emulation against itself, judged by the twin's bands."""
+"""research/agreement_floor.py: the emulation against itself, judged by the twin's bands."""
 import json
 
-from scripts import agreement_floor
+from analysis.agreement import agreement
+from research import agreement_floor
 from experiment.results import CLUSTER
 from tests.test_seeds_table import write_runs
 
@@ -16,7 +17,7 @@ def test_leave_one_out_repeat_and_retest_counts_on_a_hand_computed_suite(tmp_pat
     write_runs(twin, {"t": ("", "True", {"j1": 0.69, "j2": 0.58, CLUSTER: 0.64})})
     write_runs(twin, {"t": ("", "True", {"j1": 0.70, CLUSTER: 0.70})}, variant="ecmp")
     write_runs(repeat, {"r1": ("False", "True", {"j1": 0.72, "j2": 0.60, CLUSTER: 0.66})})
-    result = agreement_floor.agreement(emulation, twin, repeat)
+    result = agreement(emulation, twin, repeat)
     crux = result["variants"]["crux"]
     # r1 against mean(r2, r3) = (0.65, 0.60, 0.625): cluster +0.075, j1 +0.15; r2 against (0.70, 0.60, 0.65):
     # exact; r3 against (0.75, 0.60, 0.675): -0.075, -0.15.
@@ -44,7 +45,7 @@ def test_leave_one_out_repeat_and_retest_counts_on_a_hand_computed_suite(tmp_pat
     assert (pair["scenario"], pair["a"], pair["b"]) == ("s", "crux", "ecmp")
     assert "repeat" not in result["variants"]["ecmp"]
     # Left out as unfaithful, the repeated run is judged nowhere.
-    assert "repeat" not in agreement_floor.agreement(emulation, twin, repeat, faithful_only=True)["variants"]["crux"]
+    assert "repeat" not in agreement(emulation, twin, repeat, faithful_only=True)["variants"]["crux"]
     md = tmp_path / "a.md"
     assert agreement_floor.main(["--emulation", emulation, "--twin", twin, "--variants", "crux", "--md", str(md)]) == 0
     assert list(json.loads(capsys.readouterr().out)["variants"]) == ["crux"]

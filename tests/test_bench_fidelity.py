@@ -1,4 +1,4 @@
-"""scripts/bench_fidelity.py without root: the twin's runs at a rate beside an earlier JSON of the benchmark (the
+"""bench/fidelity.py without root: the twin's runs at a rate beside an earlier JSON of the benchmark (the
 emulation's seeds), and bad input refused before anything runs."""
 import json
 import os
@@ -8,7 +8,7 @@ import sys
 import pytest
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH = [sys.executable, os.path.join(PROJECT_DIR, "scripts", "bench_fidelity.py")]
+BENCH = [sys.executable, os.path.join(PROJECT_DIR, "bench", "fidelity.py")]
 
 
 def reference_run(seed, cluster, jobs, timeouts):

@@ -1,16 +1,14 @@
-"""scripts/bounds.py without root: every job alone keeps its hosts, its buckets and the full scenario's time
-scale, and the lone runs give a bound (fluid engine)."""
+"""cli/bounds.py (scripts/bounds.py) without root: every job alone keeps its hosts, its buckets and the full
+scenario's time scale, and the lone runs give a bound (fluid engine)."""
 import json
 import os
 import subprocess
 import sys
 
+from cli import bounds
 from workloads.scenario import scenario_from_dict
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(PROJECT_DIR, "scripts"))
-
-import bounds  # noqa: E402
 
 HEADLINE = os.path.join(PROJECT_DIR, "workloads", "scenarios", "headline.yaml")
 

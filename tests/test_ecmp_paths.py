@@ -1,10 +1,10 @@
-"""scripts/ecmp_paths.py: which links Open vSwitch's hash gives each flow, against what the switches counted."""
+"""research/ecmp_paths.py: which links Open vSwitch's hash gives each flow, against what the switches counted."""
 import json
 import os
 
 import pytest
 
-from scripts import ecmp_paths
+from research import ecmp_paths
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAME_MODEL = os.path.join(PROJECT_DIR, "results", "suite", "emulation", "same-model", "ecmp")

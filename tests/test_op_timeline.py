@@ -1,4 +1,4 @@
-"""scripts/op_timeline.py: an emulation run's operations beside the twin's replay of the same run."""
+"""research/op_timeline.py: an emulation run's operations beside the twin's replay of the same run."""
 import json
 import math
 import os
@@ -7,7 +7,8 @@ import pytest
 
 import twin
 from core.fabric import FabricSpec
-from scripts import op_timeline
+from analysis.timeline import twin_ops
+from research import op_timeline
 
 
 def test_op_time_skew_spread_and_delivery_by_hand():
@@ -41,7 +42,7 @@ def recorded(tmp_path):
     summary = json.load(open(run / "summary.json"))
     summary["config"]["engine"] = "emulation"
     json.dump(summary, open(run / "summary.json", "w"))
-    ops, _ = op_timeline.twin_ops(summary["config"])
+    ops, _ = twin_ops(summary["config"])
     os.makedirs(run / "workers")
     ranks = sorted({(job, r) for (job, _i, _b), by_rank in ops.items() for r in by_rank})
     for job, rank in ranks:

@@ -1,7 +1,7 @@
-"""scripts/phase_overlap.py: how much jobs' communication phases overlap, from operation intervals."""
+"""research/phase_overlap.py: how much jobs' communication phases overlap, from operation intervals."""
 import json
 
-from scripts import phase_overlap
+from research import phase_overlap
 
 
 def test_overlap_counts_the_jobs_communicating_at_each_instant():

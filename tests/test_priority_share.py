@@ -1,7 +1,7 @@
-"""scripts/bench_priority_share.py without root: its analysis on hand-made sender reports, and its input checks."""
+"""bench/priority_share.py without root: its analysis on hand-made sender reports, and its input checks."""
 import pytest
 
-from scripts import bench_priority_share as bench
+from bench import priority_share as bench
 
 
 def test_message_times_by_phase_and_the_shares_of_the_port():

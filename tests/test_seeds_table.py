@@ -1,10 +1,10 @@
-"""scripts/seeds_table.py: the twin against the faithful emulation runs kept in several suite folders."""
+"""research/seeds_table.py: the twin against the faithful emulation runs kept in several suite folders."""
 import csv
 import os
 
 import pytest
 
-from scripts import seeds_table
+from research import seeds_table
 from experiment.results import CLUSTER
 
 FIELDS = ["run_id", "scheduler", "scenario", "seed", "job", "gpu_utilization", "faithful", "ok"]

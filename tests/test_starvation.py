@@ -1,5 +1,5 @@
 """The starvation benchmark's parts without root: testbed/traffic.py's timeline, schedule, probe and messages on
-loopback, and scripts/bench_starvation.py's analysis on hand-made timelines."""
+loopback, and bench/starvation.py's analysis (analysis/starvation.py) on hand-made timelines."""
 import json
 import math
 import os
@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(PROJECT_DIR, "scripts"))
+from analysis import starvation
+from bench import starvation as bench
 
-import bench_starvation as bench  # noqa: E402
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TRAFFIC = [sys.executable, "-m", "testbed.traffic"]
 
@@ -45,9 +45,9 @@ def test_a_scheduled_sender_is_silent_in_its_pauses_and_the_timeline_shows_it():
     timeline = rx["timeline"]
     assert timeline[-1][1] == rx["bytes"] == tx["bytes"]
     # Nothing arrives in the middle of the pause (a small send buffer leaves no tail to drain).
-    assert bench.value_at(timeline, b1 + 0.1) == bench.value_at(timeline, a2 - 0.05)
-    assert bench.value_at(timeline, b2) > bench.value_at(timeline, a2)
-    assert bench.burst_bounds(timeline, a2 - 0.01, b2 + 0.2)[0] >= b1 + 0.1
+    assert starvation.value_at(timeline, b1 + 0.1) == starvation.value_at(timeline, a2 - 0.05)
+    assert starvation.value_at(timeline, b2) > starvation.value_at(timeline, a2)
+    assert starvation.burst_bounds(timeline, a2 - 0.01, b2 + 0.2)[0] >= b1 + 0.1
 
 
 def test_messages_are_answered_and_the_probe_reads_the_socket():
@@ -63,20 +63,20 @@ def test_messages_are_answered_and_the_probe_reads_the_socket():
 
 
 def test_the_twin_rule_matches_the_engine_s_timers():
-    assert bench.twin_rule(0.15, 0.2) == (0.0, 0)
+    assert starvation.twin_rule(0.15, 0.2) == (0.0, 0)
     # Timers at 0.2, 0.6, 1.4, 3.0 s after the onset: the flow resumes at the first one after the starvation.
-    assert bench.twin_rule(0.3, 0.2) == (pytest.approx(0.3), 2)
-    assert bench.twin_rule(1.0, 0.2) == (pytest.approx(0.4), 3)
-    assert bench.twin_rule(2.0, 0.2) == (pytest.approx(1.0), 4)
+    assert starvation.twin_rule(0.3, 0.2) == (pytest.approx(0.3), 2)
+    assert starvation.twin_rule(1.0, 0.2) == (pytest.approx(0.4), 3)
+    assert starvation.twin_rule(2.0, 0.2) == (pytest.approx(1.0), 4)
 
 
 def test_fluid_end_gives_the_floor_inside_the_burst_and_the_rate_outside():
     # 100 bytes at 100 B/s from t=0, a burst over [0.5, 1.5] leaving 10 B/s: 50 + 10 + 40 bytes -> 1.9 s.
-    assert bench.fluid_end(0.0, 100, 100.0, 10.0, 0.5, 1.5) == pytest.approx(1.9)
-    assert bench.fluid_end(2.0, 100, 100.0, 10.0, 0.5, 1.5) == pytest.approx(3.0)      # after the burst
-    assert bench.fluid_end(0.7, 5, 100.0, 10.0, 0.5, 1.5) == pytest.approx(1.2)        # inside it
-    assert bench.fluid_end(0.7, 5, 100.0, 0.0, 0.5, 1.5) == pytest.approx(1.55)        # nothing inside
-    assert math.isinf(bench.fluid_end(0.0, 5, 0.0, 0.0, 0.5, 1.5))
+    assert starvation.fluid_end(0.0, 100, 100.0, 10.0, 0.5, 1.5) == pytest.approx(1.9)
+    assert starvation.fluid_end(2.0, 100, 100.0, 10.0, 0.5, 1.5) == pytest.approx(3.0)      # after the burst
+    assert starvation.fluid_end(0.7, 5, 100.0, 10.0, 0.5, 1.5) == pytest.approx(1.2)        # inside it
+    assert starvation.fluid_end(0.7, 5, 100.0, 0.0, 0.5, 1.5) == pytest.approx(1.55)        # nothing inside
+    assert math.isinf(starvation.fluid_end(0.0, 5, 0.0, 0.0, 0.5, 1.5))
 
 
 def synthetic(lag, floor=50.0, rate=1000.0, onset=3.0, offset=4.0, message=100):
@@ -85,7 +85,7 @@ def synthetic(lag, floor=50.0, rate=1000.0, onset=3.0, offset=4.0, message=100):
     10 ms, the high flow's timeline and its sender's periods."""
     msgs, t = [], 0.0
     while t < 8.0:
-        end = bench.fluid_end(t, message, rate, floor, onset, offset)
+        end = starvation.fluid_end(t, message, rate, floor, onset, offset)
         msgs.append((t, end, end + lag if t < offset <= end else end))
         t = msgs[-1][2] + 0.1
 
@@ -98,7 +98,8 @@ def synthetic(lag, floor=50.0, rate=1000.0, onset=3.0, offset=4.0, message=100):
                 lo, hi = 0.0, float(message)
                 for _ in range(60):
                     mid = (lo + hi) / 2
-                    lo, hi = (mid, hi) if bench.fluid_end(start, mid, rate, floor, onset, offset) <= at else (lo, mid)
+                    early = starvation.fluid_end(start, mid, rate, floor, onset, offset) <= at
+                    lo, hi = (mid, hi) if early else (lo, mid)
                 total += lo
         return total
 

@@ -1,10 +1,10 @@
-"""scripts/starvation_grid.py: the twin's starvation terms on a grid, judged against the emulation's suite."""
+"""research/starvation_grid.py: the twin's starvation terms on a grid, judged against the emulation's suite."""
 import json
 import os
 
 import pytest
 
-from scripts import starvation_grid
+from research import starvation_grid
 from experiment.results import CLUSTER
 from tests.test_seeds_table import write_runs
 

@@ -1,6 +1,6 @@
-"""scripts/suite.py without root (fluid engine): every suite scenario resolves on its fabric, a small suite gives
-one row per scenario and variant with the bound and the fraction of the attainable gain, and bad input is refused
-before anything runs."""
+"""cli/suite.py (scripts/suite.py) without root (fluid engine): every suite scenario resolves on its fabric, a small
+suite gives one row per scenario and variant with the bound and the fraction of the attainable gain, and bad input
+is refused before anything runs."""
 import csv
 import json
 import os
@@ -10,30 +10,30 @@ import sys
 
 import pytest
 
+from analysis.agreement import discordant_pairs
+from analysis.suite import SUITE_DIR, fabric_flags, scenario_names
 from cli import run as runner
+from cli import suite
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(PROJECT_DIR, "scripts"))
-
-import suite  # noqa: E402
 
 SUITE = [sys.executable, os.path.join(PROJECT_DIR, "scripts", "suite.py")]
 
 
-@pytest.mark.parametrize("name", suite.scenario_names())
+@pytest.mark.parametrize("name", scenario_names())
 def test_every_suite_scenario_resolves_on_its_fabric_and_says_what_it_tests(name):
-    path = os.path.join(suite.SUITE_DIR, name + ".yaml")
+    path = os.path.join(SUITE_DIR, name + ".yaml")
     with open(path, encoding="utf-8") as f:
         header = f.read().split("\nname:", 1)[0]
     assert "Tests:" in header and "Theory:" in header, name
-    args = runner.build_parser().parse_args(["--scenario", path, "--engine", "fluid", *suite.fabric_flags(name)])
+    args = runner.build_parser().parse_args(["--scenario", path, "--engine", "fluid", *fabric_flags(name)])
     resolved = runner.validate(args)
     assert len(resolved["jobs"]) >= 2
 
 
 def test_the_suite_names_the_issues_scenarios():
     assert {"headline", "same-model", "vgg-bert", "bert-bert-offset", "vgg-gpt2", "bert-gpt2", "resnet-bert",
-            "wait-all", "stress-8", "small-first"} <= set(suite.scenario_names())
+            "wait-all", "stress-8", "small-first"} <= set(scenario_names())
 
 
 def test_a_small_suite_gives_rows_with_bound_and_gain_fraction(tmp_path):
@@ -93,14 +93,14 @@ def test_the_rate_reaches_every_run_and_the_bound(tmp_path):
                                      "--rate", "2.5", "--min-packets", "10", "--out", str(out), "--dry-run"],
                             capture_output=True, text=True, timeout=120)
     assert halved.returncode == 0 and "--host-rate 2.5 --fabric-rate 2.5 --min-packets 10" in halved.stderr
-    assert suite.fabric_flags("bert-bert-offset")[:4] == ["--host-rate", "5", "--fabric-rate", "5"]
+    assert fabric_flags("bert-bert-offset")[:4] == ["--host-rate", "5", "--fabric-rate", "5"]
 
 
 def placed_suite():
     """(name, jobs, fabric view) of every suite scenario, placed on its fabric as the runner places it."""
-    for name in suite.scenario_names():
-        path = os.path.join(suite.SUITE_DIR, name + ".yaml")
-        args = runner.build_parser().parse_args(["--scenario", path, "--engine", "fluid", *suite.fabric_flags(name)])
+    for name in scenario_names():
+        path = os.path.join(SUITE_DIR, name + ".yaml")
+        args = runner.build_parser().parse_args(["--scenario", path, "--engine", "fluid", *fabric_flags(name)])
         resolved = runner.validate(args)
         yield name, resolved["jobs"], resolved["layout"].view()
 
@@ -230,7 +230,7 @@ def test_compare_lists_the_pairs_the_other_engine_orders_the_other_way(tmp_path)
     _suite_folder(other, "s", "crux", {"a": 0.75})
     _suite_folder(other, "s", "flux", {"a": 0.65})
     pairs = suite.compare(str(here), rows, str(other))
-    assert [(d["a"], d["b"]) for d in suite.discordant_pairs(pairs)] == [("flux", "ecmp")]
+    assert [(d["a"], d["b"]) for d in discordant_pairs(pairs)] == [("flux", "ecmp")]
     assert "orders the other way: 1." in (here / "compare.md").read_text()
 
 

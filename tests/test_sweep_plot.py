@@ -1,4 +1,5 @@
-"""Tests of scripts/sweep.py and scripts/plot.py on synthetic result folders (no root, no Mininet).
+"""Tests of cli/sweep.py and cli/plot.py (scripts/sweep.py, scripts/plot.py) on synthetic result folders (no root,
+no Mininet).
 
 The runner is replaced by a small script (``--runner``) that writes a summary.json like testbed/run.py does and
 records its calls, so resumability, retries and signal forwarding are tested without a fabric.
@@ -17,7 +18,7 @@ import pytest
 from core.config import ControllerConfig
 from core.fabric import FabricLayout, FabricSpec
 from core.model import Bucket, JobSpec, ModelProfile
-from scripts import plot, sweep
+from cli import plot, sweep
 from experiment.results import CLUSTER, JOB_COLUMNS, RunFolder
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -230,7 +231,7 @@ def test_sigint_is_forwarded_and_stops_the_sweep(tmp_path, fake_runner):
     out = tmp_path / "sw"
     wrapper = tmp_path / "sweep_as_root.py"
     # Run the sweep in its own process (signals), with the root check replaced as in the other tests.
-    wrapper.write_text(f"import sys\nsys.path.insert(0, {PROJECT_DIR!r})\nfrom scripts import sweep\n"
+    wrapper.write_text(f"import sys\nsys.path.insert(0, {PROJECT_DIR!r})\nfrom cli import sweep\n"
                        f"sweep.is_root = lambda: True\nsys.exit(sweep.main(sys.argv[1:]))\n")
     env = dict(os.environ, FAKE_SLEEP="30")
     proc = subprocess.Popen([sys.executable, str(wrapper), "--schedulers", "ecmp,flux", "--scenarios",
@@ -471,7 +472,7 @@ def test_leaf_uplink_by_class_on_synthetic_run(tmp_path):
 
 
 def test_reanalyse_redoes_the_reconstruction_and_keeps_the_rest(tmp_path):
-    from scripts import reanalyse
+    from cli import reanalyse
     run = tmp_path / "sw" / "crux__default__s1"
     make_run(run, "crux", 1)
     before = json.loads((run / "summary.json").read_text())

@@ -1,8 +1,8 @@
-"""scripts/tcp_timers.py without root: parsing ``ss -tin``, the timer summary, and bad input refused before
+"""research/tcp_timers.py without root: parsing ``ss -tin``, the timer summary, and bad input refused before
 anything starts."""
 import pytest
 
-from scripts import tcp_timers
+from research import tcp_timers
 
 SS = """0      0      10.0.0.6:10005 10.0.0.14:20320
 \t cubic wscale:9,9 rto:204 rtt:0.493/0.246 ato:40 mss:1448 cwnd:10 bytes_received:8 minrtt:0.493 snd_wnd:42496

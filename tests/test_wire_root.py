@@ -79,6 +79,6 @@ def test_allreduce_runs_at_the_shaped_link_rate(tmp_path):
     measured = res["jobs"][0]["op_time_p50_s"]
     assert res["jobs"][0]["check_failures"] == 0
     # The shaper holds (no all-reduce beats the link) and the ring runs at the link rate, not at a fraction of it.
-    # How close it comes (1.08 x analytic, 5% of it headers) is a fidelity figure: scripts/bench_fabric.py
+    # How close it comes (1.08 x analytic, 5% of it headers) is a fidelity figure: bench/fabric.py
     # measures it, since a timed bound this tight would fail on a busy machine without anything being wrong.
     assert 0.95 * analytic <= measured <= 1.5 * analytic, (measured, analytic)
