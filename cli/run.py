@@ -1,11 +1,10 @@
-"""Run one experiment: fabric + controller + multi-tenant training workload, then a summary.
+"""``flux-testbed run`` (and ``testbed/run.py``): check one experiment's plan, then run it in one engine.
 
     sudo python testbed/run.py --scheduler flux [--scenario FILE] [--out DIR] [topology flags]
 
-Phases (each printed as it starts): preflight checks, stale-state cleanup, fabric and controller start,
-all-pairs reachability, a priority check (two flows in different classes through one congested port), the
-scenario's training jobs (ring all-reduce over TCP), then the summary. Everything is torn down on every exit
-path (normal end, error, Ctrl-C, SIGTERM); after a SIGKILL the next run removes what was left.
+Everything that can be checked is checked before anything starts (flags, scenario, scheduler, fabric, faults);
+then the plan goes to the emulation (testbed/emulation.py: preflight checks, stale-state cleanup, fabric and
+controller, checks, the workload, the summary) or to the twin (``--engine fluid``, twin/).
 
 Writes results/<run-id>/ (see results/README.md). Exit codes: 0 success; 1 failed run (workers failed, a
 controller died or lost its switches, time limit, or an error); 2 bad input or environment (nothing is started
@@ -17,51 +16,24 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import platform
 import re
-import shutil
 import signal
-import subprocess
 import sys
-import time
-from typing import List, Optional, Tuple
 
 from core import queues
 from core.config import DEFAULT_POLL_INTERVAL_S
 from core.faults import check_targets, parse_faults
 from core.fabric import DEFAULT_FATTREE_K, TOPOLOGIES, FabricLayout, FabricSpec
-from core.transport import CONGESTION_CONTROLS, DEFAULT_PROFILE, PROFILES, available_congestion_controls, profile
-from testbed import ovs, qos, state
+from core.transport import CONGESTION_CONTROLS, DEFAULT_PROFILE, PROFILES, profile
+from experiment.exits import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNFAITHFUL,  # noqa: F401
+                              BadInput, Interrupted, clear_signals, on_signal, outcome)
+from testbed import emulation, qos
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOG = logging.getLogger("flux.run")
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNFAITHFUL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 # One path component that is not "." or "..": a run id names a folder under results/.
 SAFE_RUN_ID = re.compile(r"(?!\.\.?$)[A-Za-z0-9._+-]{1,128}")
-
-
-class BadInput(Exception):
-    """Bad flags, scenario or environment: reported in one line, exit 2, nothing started."""
-
-
-class Interrupted(Exception):
-    """SIGTERM or SIGINT during a run."""
-
-
-# The last signal received. The handler raises Interrupted wherever the runner is, but library code that catches
-# every Exception (a host shell's read in Mininet, for one) can swallow it: the phases check this as well.
-_signalled: List[str] = []
-
-
-def raise_if_signalled() -> None:
-    if _signalled:
-        raise Interrupted(_signalled[-1])
-
-
-def scheduler_names() -> List[str]:
-    from controller.schedulers.registry import scheduler_names as names
-    return names()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "emulation), each bucket's ring as one flow (pipelined, for scale), or steps up to 128 GPUs "
                         "and pipelined above (auto)")
     g.add_argument("--scheduler", default="ecmp", metavar="NAME",
-                   help="scheduling policy: ecmp, bytescheduler, crux, flux or flux-v1 (docs/schedulers.md)")
+                   help="scheduling policy: ecmp, bytescheduler, crux, flux or flux-v1 (docs/schedulers.md), a name "
+                        "an installed package registers, or your own as package.module:ClassName, a subclass of "
+                        "controller.schedulers.base.Scheduler on the Python path (docs/writing-a-scheduler.md)")
     g.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="scheduler parameter (repeatable), e.g. --param alpha=0.7; see docs/schedulers.md")
     g.add_argument("--scenario", default=None, metavar="FILE",
@@ -160,10 +134,15 @@ def build_parser() -> argparse.ArgumentParser:
 # ------------------------------------------------------------------------------------------------ validation
 def validate(args) -> dict:
     """Check everything that can be checked before anything starts. Returns resolved pieces."""
-    names = scheduler_names()
-    if args.scheduler not in names:
-        raise BadInput(f"unknown scheduler {args.scheduler!r}; known: {', '.join(names)}")
-    from controller.schedulers.registry import parse_params
+    from controller.schedulers.registry import module_root, parse_params, scheduler_class
+    try:
+        scheduler_class(args.scheduler)
+    except ValueError as exc:
+        raise BadInput(str(exc))
+    root = module_root(args.scheduler)
+    if root:
+        # The controller runs in its own process: it must find the user's scheduler where this one did.
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     try:
         params = parse_params(args.param)
     except ValueError as exc:
@@ -273,222 +252,10 @@ def check_out_dir(out: str) -> None:
         raise BadInput(f"--out {out}: cannot create or write it ({parent} is not a writable directory)")
 
 
-def preflight(datapath: str = "auto", congestion_control: Optional[str] = None) -> None:
-    if os.geteuid() != 0:
-        raise BadInput("must run as root (Mininet needs it): sudo python testbed/run.py ...")
-    for tool in ("ovs-vsctl", "mnexec", "tc", "ip", "ethtool", "ping"):
-        if shutil.which(tool) is None:
-            raise BadInput(f"{tool} not found; run: sudo bash scripts/install.sh")
-    r = subprocess.run(["ovs-vsctl", "--timeout=3", "show"], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise BadInput("Open vSwitch is not running (ovs-vsctl show failed); run: sudo bash scripts/install.sh")
-    if datapath == "kernel" and not os.path.isdir("/sys/module/openvswitch"):
-        raise BadInput("--datapath kernel: the openvswitch kernel module is not loaded (use --datapath user)")
-    offered = available_congestion_controls()
-    if congestion_control and offered and congestion_control not in offered:
-        raise BadInput(f"--congestion-control {congestion_control}: this kernel offers {', '.join(offered)}")
-    active = state.active_run()
-    if active:
-        raise BadInput(f"another run is active (runner pid {active['runner_pid']}, {active.get('out_dir')})")
-
-
-def clean_stale() -> List[str]:
-    st = state.load()
-    if not st:
-        return []
-    return state.remove(st)
-
-
-# ------------------------------------------------------------------------------------------------ provenance
-def versions() -> dict:
-    from experiment.results import code_version
-
-    def cmd(args):
-        try:
-            return subprocess.run(args, capture_output=True, text=True, timeout=5).stdout.strip().splitlines()[0]
-        except Exception:
-            return None
-
-    def pkg(name):
-        try:
-            from importlib.metadata import version
-            return version(name)
-        except Exception:
-            return None
-
-    return {"python": platform.python_version(), "kernel": platform.release(),
-            "openvswitch": cmd(["ovs-vsctl", "--version"]), "ryu": pkg("ryu"), "mininet": pkg("mininet"),
-            "eventlet": pkg("eventlet"), "numpy": pkg("numpy"), "testbed": pkg("flux-testbed"),
-            **code_version(PROJECT_DIR)}
-
-
-# ------------------------------------------------------------------------------------------------ the run
-def outcome(failures: List[str], faithful: Optional[bool]) -> Tuple[bool, Optional[str], int]:
-    """(ok, error, exit code) of a run that went to its end: any failure fails it; a run that completed but
-    whose emulator did not keep up (``faithful`` false) is ok, yet exits with EXIT_UNFAITHFUL, since its
-    figures are not the scheduler's either."""
-    if failures:
-        return False, "; ".join(dict.fromkeys(failures)), EXIT_FAILED
-    if faithful is False:
-        return True, None, EXIT_UNFAITHFUL
-    return True, None, EXIT_OK
-
-
-def run(args, resolved: dict) -> int:
-    from testbed import fidelity, jobs as training, reconstruct
-    from testbed.fabric import Testbed, TestbedError
-    from experiment.results import JobSummary, RunFolder, RunSummary
-
-    scenario = resolved["scenario"]
-    run_id = run_id_of(args, scenario.name)
-    out = os.path.abspath(args.out or os.path.join(PROJECT_DIR, "results", run_id))
-    folder = RunFolder(out)
-    config = {
-        "engine": "emulation",
-        "run_id": run_id, "scheduler": args.scheduler, "scheduler_params": resolved["params"],
-        "scenario_file": resolved["scenario_path"], "scenario": scenario.to_dict(), "seed": args.seed,
-        "fabric": vars(resolved["spec"]) | {"oversubscription": resolved["spec"].oversubscription},
-        "poll_interval_s": args.poll_interval, "class_floor": args.class_floor, "queue_ms": args.queue_ms,
-        "class_mode": args.class_mode, "transport": resolved["transport"].to_dict(),
-        "iterations_override": args.iterations, "time_limit_s": args.time_limit,
-        "faults": [f.text for f in resolved["faults"]], "controller_recovery": args.controller_recovery,
-        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-        # Every flag by name, so that a sweep can read back any axis without knowing the keys above.
-        "flags": {name.replace("_", "-"): value for name, value in sorted(vars(args).items())},
-    }
-    folder.write_config(config)
-    summary = RunSummary(run_id=run_id, config=config, versions=versions(), seed=args.seed,
-                         extra={"started_at": time.time()})
-    spec = resolved["spec"]
-    LOG.info("run %s -> %s", run_id, out)
-    datapath = None if args.datapath == "auto" else args.datapath
-    tb = Testbed(spec, out, scheduler=args.scheduler, scheduler_params=resolved["params"],
-                 jobs=[] if args.no_workload else resolved["jobs"], poll_interval_s=args.poll_interval,
-                 class_floor=args.class_floor, queue_ms=args.queue_ms, run_id=run_id, datapath=datapath,
-                 class_mode=args.class_mode, restart_controllers=args.controller_recovery == "restart",
-                 transport=resolved["transport"])
-    code = EXIT_FAILED
-    unexpected = False
-    try:
-        granularity = scenario.granularity
-        if granularity.get("wall_time_factor", 1.0) > 1.0 + 1e-9:
-            LOG.info("granularity: time scale raised %.2fx (%.3g -> %.3g) so that every operation has %g data "
-                     "packets per hop", granularity["wall_time_factor"], granularity["time_scale_before"],
-                     granularity["time_scale"], granularity["min_packets_per_op"])
-        if not granularity.get("met", True):
-            LOG.warning("granularity: operations below %g data packets per hop remain: %s",
-                        granularity["min_packets_per_op"], ", ".join(
-                            f"{name} {p:.1f}" for name, p in granularity["smallest_packets_per_op"].items()
-                            if p < granularity["min_packets_per_op"]))
-        LOG.info("[1/4] fabric: %s, %d hosts, host %g / fabric %g Mbit/s "
-                 "(oversubscription %.2f:1), %s datapath, scheduler %s", spec.describe(), spec.hosts,
-                 spec.host_rate_mbps, spec.fabric_rate_mbps, spec.oversubscription, tb.datapath, args.scheduler)
-        tb.start()
-        raise_if_signalled()
-        summary.timings = dict(tb.timings)
-        summary.extra["datapath"] = tb.datapath
-        # The reconstruction's error bound needs how stale a flow counter read can be (testbed/reconstruct.py).
-        summary.extra["flow_counter_refresh_s"] = ovs.flow_counter_refresh_s()
-        LOG.info("      up in %.1f s (build %.1f, start+controller %.1f)", tb.timings["build_s"]
-                 + tb.timings["start_s"], tb.timings["build_s"], tb.timings["start_s"])
-        checks = {}
-        if not args.skip_checks:
-            LOG.info("[2/4] checks: all-pairs reachability, priority classes on a congested port")
-            failures = tb.check_reachability()
-            checks["reachability"] = {"pairs": spec.hosts * (spec.hosts - 1), "failed": failures}
-            if failures:
-                raise TestbedError(f"{len(failures)} host pairs unreachable: {', '.join(failures[:8])}")
-            pair = tb.priority_pair()
-            pair["ok"] = pair["high_share"] >= 0.8
-            checks["priority"] = pair
-            LOG.info("      reachability ok (%d pairs); class 7 %.2f vs class 1 %.2f Mbit/s on a %g Mbit/s port "
-                     "(share %.2f)", spec.hosts * (spec.hosts - 1), pair["high"]["goodput_mbps"],
-                     pair["low"]["goodput_mbps"], spec.host_rate_mbps, pair["high_share"])
-            if not pair["ok"]:
-                raise TestbedError(f"priority classes do not separate traffic: high class got only "
-                                   f"{pair['high_share']:.2f} of the port")
-        else:
-            LOG.info("[2/4] checks skipped")
-        summary.checks = checks
-        raise_if_signalled()
-        if args.no_workload:
-            LOG.info("[3/4] no workload (--no-workload)")
-        else:
-            jobs_text = ", ".join(f"{j.name} ({j.model.name}, {j.workers} workers, {j.iterations} it)"
-                                  for j in resolved["jobs"])
-            LOG.info("[3/4] workload: %s", jobs_text)
-            monitor = fidelity.FidelityMonitor(tb)
-            monitor.start()
-            workload = training.run_jobs(tb, resolved["jobs"], folder, seed=args.seed,
-                                           time_limit_s=args.time_limit, progress=not args.quiet,
-                                           faults=resolved["faults"], monitor=monitor,
-                                           interrupted=raise_if_signalled)
-            monitor.finish()
-            summary.jobs = [JobSummary.from_dict(j) for j in workload.pop("jobs")]
-            summary.cluster = workload.pop("cluster")
-            summary.extra.update(workload)
-            summary.fidelity = fidelity.verdict(folder, tb, monitor, resolved["jobs"], summary.jobs,
-                                                min_packets=scenario.granularity.get("min_packets_per_op") or 0)
-        # Whatever happened to the controllers anywhere in the run is said, and fails it: figures taken while the
-        # scheduler was dead are not the scheduler's.
-        problems = list(summary.extra.get("controller_failure") or []) + tb.controller_problems()
-        summary.controller = tb.controller_stats()
-        problems += summary.controller.get("errors", [])
-        failures = problems + (["workers failed: " + ", ".join(summary.extra["workers_failed"])]
-                               if summary.extra.get("workers_failed") else [])
-        if summary.extra.get("timed_out"):
-            failures.append(f"time limit of {args.time_limit:g} s reached")
-        summary.ok, error, code = outcome(failures, summary.faithful)
-        summary.error = error or summary.error
-    except Interrupted as exc:
-        LOG.error("interrupted (%s); tearing down", exc)
-        summary.error = f"interrupted: {exc}"
-        code = EXIT_INTERRUPTED
-    except TestbedError as exc:
-        LOG.error("%s", exc)
-        summary.error = str(exc)
-    except Exception as exc:  # a bug or an unforeseen failure: one line here, the traceback in the run folder
-        import traceback
-        unexpected = True
-        with open(folder.file(RunFolder.ERROR_LOG), "w") as f:
-            traceback.print_exc(file=f)
-        LOG.error("run failed: %s: %s (traceback in %s)", type(exc).__name__, exc, folder.file(RunFolder.ERROR_LOG))
-        summary.error = f"{type(exc).__name__}: {exc}"
-    finally:
-        # A second Ctrl-C must not cut the teardown short.
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)
-        LOG.info("[4/4] teardown")
-        # After a signal the user wants the terminal back, and after an unforeseen error Mininet's shells may be
-        # stuck mid-command: the fast teardown then (a few seconds at most). The summary is written whatever
-        # the teardown does.
-        try:
-            tb.stop(fast=code == EXIT_INTERRUPTED or unexpected)
-        except Exception as exc:
-            LOG.error("teardown failed: %s (the next run removes what is left)", exc)
-            summary.extra["teardown_error"] = str(exc)
-        summary.timings = dict(tb.timings)
-        summary.extra["finished_at"] = time.time()
-        if summary.jobs and code != EXIT_INTERRUPTED:
-            try:
-                summary.apply_reconstruction(reconstruct.analyse_run(folder, summary))
-            except Exception as exc:  # analysis must never hide the run's own result
-                LOG.warning("analysis failed: %s", exc)
-                summary.extra["analysis_error"] = str(exc)
-        folder.write_summary(summary)
-    training.print_summary(summary, out)
-    return code
-
-
-def run_id_of(args, scenario_name: str) -> str:
-    return args.run_id or "{}-{}-{}-s{}".format(time.strftime("%Y%m%d-%H%M%S"), args.scheduler, scenario_name,
-                                                args.seed)
-
-
 def run_fluid(args, resolved: dict) -> int:
     """The same experiment in the flow-level twin (twin/): no root, no fabric, the same results folder."""
     import twin
-    run_id = run_id_of(args, resolved["scenario"].name)
+    run_id = emulation.run_id_of(args, resolved["scenario"].name)
     out = os.path.abspath(args.out or os.path.join(PROJECT_DIR, "results", run_id))
     if not args.quiet:
         LOG.info("run %s -> %s (fluid engine, %s model)", run_id, out, args.twin_model)
@@ -505,11 +272,7 @@ def run_fluid(args, resolved: dict) -> int:
 
 
 def main(argv=None) -> int:
-    def on_signal(signum, frame):
-        _signalled.append(signal.Signals(signum).name)
-        raise Interrupted(signal.Signals(signum).name)
-
-    _signalled.clear()
+    clear_signals()
 
     # From the start, so that a signal at any moment ends the run the same way (never with a traceback); the
     # caller's handlers come back at the end (main() also runs inside other programs, e.g. the tests).
@@ -530,18 +293,18 @@ def _main(argv) -> int:
             resolved = validate(args)
             if args.engine == "fluid":
                 return run_fluid(args, resolved)
-            preflight(args.datapath, resolved["transport"].congestion_control)
+            emulation.preflight(args.datapath, resolved["transport"].congestion_control)
         except BadInput as exc:
             sys.stderr.write(f"run.py: {exc}\n")
             return EXIT_BAD_INPUT
-        removed = clean_stale()
+        removed = emulation.clean_stale()
         if removed:
             LOG.warning("removed the leftovers of an earlier run that was killed: %s", "; ".join(removed))
     except Interrupted as exc:
         sys.stderr.write(f"run.py: interrupted ({exc}) before the fabric was started\n")
         return EXIT_INTERRUPTED
     try:
-        return run(args, resolved)
+        return emulation.run(args, resolved)
     except Interrupted as exc:  # between the checks and the start of the fabric: nothing to tear down
         sys.stderr.write(f"run.py: interrupted ({exc}) before the fabric was started\n")
         return EXIT_INTERRUPTED

@@ -11,6 +11,8 @@ Python path (docs/writing-a-scheduler.md).
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from importlib.metadata import entry_points
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Type
 
@@ -67,6 +69,9 @@ def scheduler_class(name: str) -> Type[Scheduler]:
                          "or package.module:ClassName")
     if not module_name or not class_name.isidentifier():
         raise ValueError(f"scheduler {name!r}: write package.module:ClassName")
+    # As ``python -m`` does, the directory the command was started from is searched too (after the rest).
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -76,6 +81,19 @@ def scheduler_class(name: str) -> Type[Scheduler]:
     if not hasattr(module, class_name):
         raise ValueError(f"scheduler {name!r}: {module_name!r} has no {class_name!r}")
     return _check_class(name, getattr(module, class_name))
+
+
+def module_root(name: str) -> str:
+    """For ``package.module:Class``, the directory its top-level package is imported from (for child processes'
+    PYTHONPATH); "" for a shipped or registered name."""
+    if name in SCHEDULERS or ":" not in name:
+        return ""
+    top = sys.modules.get(name.partition(":")[0].split(".")[0])
+    path = getattr(top, "__file__", None)
+    if not path:
+        return ""
+    path = os.path.dirname(os.path.abspath(path))   # a module's folder, or a package's own folder
+    return os.path.dirname(path) if hasattr(top, "__path__") else path
 
 
 def make_scheduler(name: str, fabric: FabricView, jobs: Sequence[JobSpec],
