@@ -446,7 +446,8 @@ def test_registry_builds_every_scheduler():
 
 def test_unknown_scheduler_and_parameter_errors():
     fabric, heavy, light = _two_tenant_world()
-    with pytest.raises(ValueError, match=r"^unknown scheduler 'x'; known: bytescheduler, crux, ecmp, flux, flux-v1$"):
+    with pytest.raises(ValueError, match=r"^unknown scheduler 'x'; known: bytescheduler, crux, ecmp, flux, flux-v1, "
+                                         r"or package.module:ClassName$"):
         make_scheduler("x", fabric, [heavy])
     with pytest.raises(ValueError, match="no parameter"):
         make_scheduler("flux-v1", fabric, [heavy], {"beta": 1})
