@@ -88,6 +88,16 @@ class RuleCompiler:
         self.host_by_ip = {h.ip: h for h in layout.hosts}
         self.name_of = {s.dpid: s.name for s in layout.switches}
         self.leaf_dpids = {s.dpid for s in layout.switches if s.tier == TIER_LEAF}
+        self._whole: Optional[FabricLayout] = None
+
+    @property
+    def whole_layout(self) -> FabricLayout:
+        """The fabric with every link up (the layout itself when none failed)."""
+        if self._whole is None:
+            self._whole = FabricLayout.from_spec(self.layout.spec)
+            if len(self._whole.links) == len(self.layout.links):
+                self._whole = self.layout
+        return self._whole
 
     @property
     def dpids(self) -> List[int]:
@@ -173,10 +183,13 @@ class RuleCompiler:
             return []
         kept = {r.dpid for r in self._direction(flow, src, dst, cookie, decision) if r.transit}
         out, match = [], flow_match(flow)
-        for path in self.layout.paths(src.leaf, dst.leaf):
+        # Where a rule may be left is where the whole fabric has a choice: a failure can leave a switch with one
+        # way on, where no rule is written any more but the one written before it still points at the lost way.
+        whole = self.whole_layout
+        for path in whole.paths(src.leaf, dst.leaf):
             for here in path[1:-1]:
-                dpid = self.layout.dpid_of[here]
-                if dpid not in kept and len(self.layout.next_hops(here, dst.leaf)) > 1:
+                dpid = whole.dpid_of[here]
+                if dpid not in kept and len(whole.next_hops(here, dst.leaf)) > 1:
                     kept.add(dpid)
                     out.append(Rule(dpid, PRIO_FLOW, match, cookie=cookie | TRANSIT_COOKIE))
         return out

@@ -316,17 +316,13 @@ def test_flows_installed_before_a_failure_move_off_the_failed_link(topology, lin
         assert forward_and_ack_problems(fabric, flow, Decision(3, path), layout=live) == [], path
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "controller/rules.py RuleCompiler.stale_transit_rules only deletes transit rules at switches that keep more than "
-    "one next hop in the live layout, and flow_rules writes none at a switch with one: a transit rule installed "
-    "before a failure at a switch the failure leaves with one way on (ag1 when ag1-co1 or ag3-co1 fails) is neither "
-    "rewritten nor deleted, and it still sends the flow to co1: onto the failed link (dropped), or to a core that "
-    "lost its way down (sent back, dropped), for the flow pinned through ag1-co2 and for half of it hashed"))
 @pytest.mark.parametrize("after", [0, None])
 @pytest.mark.parametrize("link_ends", [("ag1", "co1"), ("ag3", "co1")])
-def test_a_transit_rule_left_at_a_switch_the_failure_leaves_one_way_on_misroutes_the_flow(link_ends, after):
-    """A flow pinned through lf1-ag1-co1-ag3-lf3 (a transit rule at ag1, output to co1) when a link of that path
-    beyond ag1 fails; rewritten for the fabric without the link, its packets must arrive on the paths left."""
+def test_a_transit_rule_at_a_switch_the_failure_leaves_one_way_on_is_deleted(link_ends, after):
+    """A transit rule written before a failure at a switch the failure leaves with one way on (ag1) is no
+    longer rewritten, so it must be deleted, or it keeps sending the flow to co1. A flow pinned through
+    lf1-ag1-co1-ag3-lf3 (a transit rule at ag1, output to co1) when a link of that path beyond ag1 fails;
+    rewritten for the fabric without the link, its packets must arrive on the paths left."""
     assert FATTREE.paths(1, 3)[0] == ("lf1", "ag1", "co1", "ag3", "lf3")
     fabric, live = _recompile_after_failure(FATTREE, FATTREE.link_between(*link_ends), {INTER_POD: Decision(3, 0)},
                                             {INTER_POD: Decision(3, after)})
