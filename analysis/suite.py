@@ -7,6 +7,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from analysis.schedulers import folder_label, scheduler_classes
 from experiment.results import CLUSTER, SUMMARY_CSV, read_summary_csv
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -69,3 +70,17 @@ def means(values: Dict[str, List[float]]) -> Dict[str, float]:
 def job_means(folder: str) -> Dict[str, float]:
     """Mean GPU utilisation of each job over the completed runs of one sweep folder (its summary.csv)."""
     return means(job_values(folder))
+
+
+def variant_spec(name: str) -> tuple:
+    """(scheduler, --set axes for sweep.py) of a variant: one of VARIANTS, or any scheduler the runner takes (an
+    installed entry point, ``package.module:ClassName``) with its defaults. ValueError (one line) for others."""
+    if name in VARIANTS:
+        return VARIANTS[name]
+    scheduler_classes([name])
+    return name, []
+
+
+def variant_folder(name: str) -> str:
+    """The folder of a variant under ``<suite>/<scenario>/``: its name, made one safe path component."""
+    return folder_label(name)

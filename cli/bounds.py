@@ -35,6 +35,7 @@ import tempfile
 
 import yaml
 
+from analysis.schedulers import folder_label, scheduler_classes
 from cli import run as runner
 from experiment.results import RunFolder
 from workloads.profiles import available_profiles
@@ -83,6 +84,11 @@ def main(argv=None) -> int:
         sys.stderr.write("bounds.py: --engine emulation must run as root\n")
         return 2
     schedulers = [x for x in args.schedulers.split(",") if x]
+    try:
+        scheduler_classes(schedulers)
+    except ValueError as exc:
+        sys.stderr.write(f"bounds.py: --schedulers: {exc}\n")
+        return 2
     jobs, gpus, weighted = {}, 0, 0.0
     with tempfile.TemporaryDirectory(prefix="bounds-") as tmp:
         work = os.path.abspath(args.keep) if args.keep else tmp
@@ -95,7 +101,7 @@ def main(argv=None) -> int:
                 yaml.safe_dump(alone[spec.name], f)
             by_scheduler, errors = {}, []
             for scheduler in schedulers:
-                out = os.path.join(work, f"{spec.name}-{scheduler}")
+                out = os.path.join(work, f"{spec.name}-{folder_label(scheduler)}")
                 cmd = RUN + ["--engine", args.engine, "--scheduler", scheduler, "--scenario", path,
                              "--out", out, "-q", *model_flags, *args.runner_flags]
                 r = subprocess.run(cmd, capture_output=True, text=True)

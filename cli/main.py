@@ -31,7 +31,7 @@ EXIT_BAD_INPUT = 2
 COMMANDS: Dict[str, Tuple[str, str]] = {
     "run": ("cli.run", "one experiment, in the emulation or the flow-level twin"),
     "sweep": ("cli.sweep", "a grid of runs (schedulers x scenarios x seeds x --set axes) and one summary table"),
-    "suite": ("cli.suite", "the scenario suite under every variant, with bounds; --compare puts another engine beside it"),
+    "suite": ("cli.suite", "the scenario suite under every variant, with bounds; --compare against the other engine"),
     "plot": ("cli.plot", "figures and tables from a sweep folder or run folders"),
     "bounds": ("cli.bounds", "each job of a scenario alone on its share of the fabric: an upper bound"),
     "reanalyse": ("cli.reanalyse", "rebuild the derived files of finished run folders"),

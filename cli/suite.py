@@ -40,7 +40,7 @@ import numpy as np
 
 from analysis.agreement import CLUSTER_BAND, JOB_BAND, RANK_MARGIN, discordant_pairs
 from analysis.suite import (DEFAULT_RATE, SUITE_DIR, VARIANTS, fabric_flags, job_means, job_values, means,
-                            scenario_names)
+                            scenario_names, variant_folder, variant_spec)
 from cli import bounds as bounds_script
 from core.transport import DEFAULT_PROFILE, PROFILES
 from experiment.results import CLUSTER, SUMMARY_CSV, discover_runs, read_summary_csv
@@ -54,7 +54,7 @@ SWEEP = [sys.executable, os.path.join(PROJECT_DIR, "scripts", "sweep.py")]
 def run_variant(engine: str, scenario: str, variant: str, seeds: str, out: str, dry_run: bool,
                 transport: str = DEFAULT_PROFILE, twin_set: Sequence[str] = (), rate: float = DEFAULT_RATE,
                 min_packets: Optional[float] = None) -> int:
-    scheduler, axes = VARIANTS[variant]
+    scheduler, axes = variant_spec(variant)
     extra = ["--engine", engine] + fabric_flags(scenario, rate, min_packets)
     if transport != DEFAULT_PROFILE:  # the default stays implicit, so that existing sweep folders resume as they are
         extra += ["--transport", transport]
@@ -133,7 +133,7 @@ def collect(out: str, scenarios: List[str], variants: List[str], rate: float = D
     for scenario in scenarios:
         bound = scenario_bound(scenario, out, rate, min_packets) or {}
         u_bound = bound.get("cluster_u_bound")
-        figures = {v: variant_figures(os.path.join(out, scenario, v)) for v in variants}
+        figures = {v: variant_figures(os.path.join(out, scenario, variant_folder(v))) for v in variants}
         u_ecmp = figures.get("ecmp", {}).get("u_mean")
         for variant in variants:
             f = figures[variant]
@@ -238,14 +238,15 @@ def compare(out: str, rows: List[dict], other_dir: str) -> List[dict]:
         theirs = other.get((r["scenario"], r["variant"]))
         if r.get("u_mean") is None or theirs is None:
             continue
-        mine_values = job_values(os.path.join(out, r["scenario"], r["variant"]))
+        here, there = (os.path.join(top, r["scenario"], variant_folder(r["variant"])) for top in (out, other_dir))
+        mine_values = job_values(here)
         mine_jobs = means(mine_values)
-        their_jobs = job_means(os.path.join(other_dir, r["scenario"], r["variant"]))
+        their_jobs = job_means(there)
         job_diffs = {job: their_jobs[job] - u for job, u in mine_jobs.items() if job in their_jobs}
         worst = max(job_diffs, key=lambda j: abs(job_diffs[j])) if job_diffs else None
         # Only the fluid engine fills the column, so it comes from whichever of the two folders is the twin's.
-        starvation = (means(job_values(os.path.join(other_dir, r["scenario"], r["variant"]), "starvation_timeouts"))
-                      or means(job_values(os.path.join(out, r["scenario"], r["variant"]), "starvation_timeouts")))
+        starvation = (means(job_values(there, "starvation_timeouts"))
+                      or means(job_values(here, "starvation_timeouts")))
         pairs.append({"scenario": r["scenario"], "variant": r["variant"], "u": r["u_mean"],
                       "u_other": float(theirs["u_mean"]), "other_min": float(theirs["u_min"]),
                       "other_max": float(theirs["u_max"]), "difference": float(theirs["u_mean"]) - r["u_mean"],
@@ -412,7 +413,8 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", default="1", help="seeds as sweep.py takes them (1-3, 1,2)")
     p.add_argument("--scenarios", help=f"comma-separated names from {os.path.relpath(SUITE_DIR, PROJECT_DIR)} "
                                        "(default: all)")
-    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
+    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS)
+                   + ", or any scheduler name (package.module:ClassName included)")
     p.add_argument("--out", required=True, help="suite folder (one sweep folder per scenario and variant)")
     p.add_argument("--collect-only", action="store_true", help="only rebuild the tables and figure")
     p.add_argument("--compare", metavar="DIR", help="another suite folder (e.g. the other engine's): write "
@@ -436,7 +438,14 @@ def main(argv=None) -> int:
     known = scenario_names()
     scenarios = args.scenarios.split(",") if args.scenarios else known
     variants = args.variants.split(",")
-    bad = [s for s in scenarios if s not in known] + [v for v in variants if v not in VARIANTS]
+    bad = [s for s in scenarios if s not in known]
+    for v in variants:
+        try:
+            variant_spec(v)
+        except ValueError as exc:  # neither a variant nor a scheduler the runner takes
+            sys.stderr.write(f"suite.py: unknown scenario or variant: {v} (variants: {', '.join(VARIANTS)}; "
+                             f"or a scheduler: {exc})\n")
+            return 2
     if bad:
         sys.stderr.write(f"suite.py: unknown scenario or variant: {', '.join(bad)}\n")
         return 2
@@ -465,8 +474,8 @@ def main(argv=None) -> int:
             for variant in variants:
                 sys.stderr.write(f"suite: {scenario} / {variant}\n")
                 code = run_variant(args.engine, scenario, variant, args.seeds,
-                                   os.path.join(args.out, scenario, variant), args.dry_run, args.transport,
-                                   args.twin_set, args.rate, args.min_packets)
+                                   os.path.join(args.out, scenario, variant_folder(variant)), args.dry_run,
+                                   args.transport, args.twin_set, args.rate, args.min_packets)
                 if code == 130:
                     return 130
                 if code == 2:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import hashlib
 import io
 import itertools
@@ -47,6 +48,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from analysis.schedulers import folder_label, scheduler_classes
 from experiment.results import (MANIFEST, Combo, RunFolder, collect, display_path, read_json,
                                 safe_name, write_json)
 
@@ -142,7 +144,7 @@ def scenario_labels(paths: Sequence[str]) -> Dict[str, str]:
 
 
 def combo_id(scheduler: str, scenario: str, seed: int, settings: Iterable[Tuple[str, str]]) -> str:
-    parts = [safe_name(scheduler), safe_name(scenario), f"s{seed}"]
+    parts = [safe_name(folder_label(scheduler)), safe_name(scenario), f"s{seed}"]
     for name, value in settings:
         key = name[len("param."):] if name.startswith("param.") else name
         parts.append(f"{safe_name(key)}-{safe_name(value)}")
@@ -177,8 +179,6 @@ def expand(schedulers: Sequence[str], scenarios: Sequence[str], seeds: Sequence[
 # ------------------------------------------------------------------------------------------------ commands
 def runner_parser() -> Optional[argparse.ArgumentParser]:
     """The runner's own argument parser, to check flags before hours of runs start (None if not importable)."""
-    if PROJECT_DIR not in sys.path:
-        sys.path.insert(0, PROJECT_DIR)
     try:
         from cli.run import build_parser
         return build_parser()
@@ -186,11 +186,25 @@ def runner_parser() -> Optional[argparse.ArgumentParser]:
         return None
 
 
-def boolean_flags(parser: Optional[argparse.ArgumentParser]) -> set:
-    """Runner flags that take no value (``--skip-checks``): an axis value switches them on or off."""
+def runner_flag(parser: argparse.ArgumentParser, name: str) -> Optional[bool]:
+    """Whether the runner has the flag ``--NAME``: None if it has not, else whether it takes no value
+    (``--skip-checks``). Asked through argparse's public parse_known_args on a copy of the parser that takes no
+    abbreviations: an unknown flag is left over, a flag that needs a value is an error, any other parses."""
+    probe = copy.copy(parser)
+    probe.allow_abbrev = False
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            _, left_over = probe.parse_known_args([f"--{name}"])
+    except SystemExit:
+        return False
+    return None if left_over else True
+
+
+def boolean_flags(parser: Optional[argparse.ArgumentParser], names: Iterable[str]) -> set:
+    """Those of ``names`` that are runner flags taking no value: an axis value switches them on or off."""
     if parser is None:
         return set()
-    return {opt.lstrip("-") for a in parser._actions if a.nargs == 0 for opt in a.option_strings}
+    return {name for name in names if runner_flag(parser, name)}
 
 
 def combo_args(combo: Combo, extra: Sequence[str], flags_without_value: set) -> List[str]:
@@ -240,11 +254,10 @@ def check_with_runner(parser: Optional[argparse.ArgumentParser], combos: Sequenc
     if parser is None:
         return {c.id for c in combos}
     emulation = set()
-    known = {opt.lstrip("-") for a in parser._actions for opt in a.option_strings}
+    for name in dict.fromkeys(name for c in combos for name, _ in c.settings if not name.startswith("param.")):
+        if runner_flag(parser, name) is None:
+            raise BadInput(f"--set {name}: the runner has no flag --{name} (see: python testbed/run.py --help)")
     for combo in combos:
-        for name, _ in combo.settings:
-            if not name.startswith("param.") and name not in known:
-                raise BadInput(f"--set {name}: the runner has no flag --{name} (see: python testbed/run.py --help)")
         args = combo_args(combo, extra, flags_without_value) + ["--out", "x", "-q"]
         err = io.StringIO()
         try:
@@ -260,20 +273,20 @@ def check_with_runner(parser: Optional[argparse.ArgumentParser], combos: Sequenc
 
 
 def check_schedulers(schedulers: Sequence[str], axes: Sequence[Axis] = ()) -> None:
-    """Unknown scheduler names, and param.KEY axes a scheduler does not accept, fail before anything runs."""
-    if PROJECT_DIR not in sys.path:
-        sys.path.insert(0, PROJECT_DIR)
+    """Unknown scheduler names, and param.KEY axes a scheduler does not accept, fail before anything runs. A name
+    is what the runner's --scheduler takes: a shipped name, an installed entry point or package.module:ClassName."""
     try:
-        from controller.schedulers.registry import SCHEDULERS
+        from controller.schedulers import registry  # noqa: F401
     except Exception:  # the runner reports these itself (exit 2) if the registry is not importable here
         return
-    unknown = [s for s in schedulers if s not in SCHEDULERS]
-    if unknown:
-        raise BadInput(f"--schedulers: unknown {', '.join(unknown)}; known: {', '.join(sorted(SCHEDULERS))}")
+    try:
+        classes = scheduler_classes(schedulers)
+    except ValueError as exc:
+        raise BadInput(f"--schedulers: {exc}")
     for axis in axes:
         if not axis.is_param:
             continue
-        without = [s for s in schedulers if axis.key not in getattr(SCHEDULERS[s], "defaults", {axis.key: None})]
+        without = [s for s in schedulers if axis.key not in getattr(classes[s], "defaults", {axis.key: None})]
         if without:
             # Every such combination would fail with "unknown parameter"; sweeps with different schedulers
             # and axes can share one --out folder instead (the manifest and summary.csv merge them).
@@ -467,7 +480,7 @@ def run_sweep(args, argv: Sequence[str]) -> int:
     check_schedulers(schedulers, axes)
     combos = expand(schedulers, scenarios, seeds, axes)
     parser = runner_parser()
-    flags_without_value = boolean_flags(parser)
+    flags_without_value = boolean_flags(parser, [a.name for a in axes if not a.is_param])
     emulation = check_with_runner(parser, combos, extra, flags_without_value)
     out = os.path.abspath(args.out)
     commands = {c.id: build_command(runner, c, out, extra, flags_without_value) for c in combos}

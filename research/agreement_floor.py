@@ -1,6 +1,13 @@
 #!/usr/bin/env python3
 """How well the emulation agrees with itself, judged by the bands the twin is judged by; JSON on stdout.
 
+Question: How close can any model come to the emulation: how well does one emulation run agree with its own seeds'
+mean, judged by the twin's bands?
+Answer: About as often as the twin: one run against the other seeds' mean passes (cluster within ±0.03, every job
+within ±0.05) 25-27 of 30 trials for ecmp, crux, crux-contiguous and flux and 24 for bytescheduler, the twin on the
+same trials 24-27 and 21; four of the twin's nine misses are on pairs where one emulation run misses by as much.
+Cited in: docs/twin-log.md, The emulation against itself; docs/findings.md, The twin against the emulation.
+
     python scripts/agreement_floor.py --emulation results/suite/emulation --twin results/suite/fluid \\
         --repeat results/suite/emulation-repeat-s1 --md results/suite/emulation-repeat-s1/agreement.md
 

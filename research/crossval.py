@@ -1,6 +1,13 @@
 #!/usr/bin/env python3
 """Cross-validation of the flow-level twin against the emulation: every shipped scenario under every scheduler.
 
+Question: Does the twin agree with the emulation on every shipped top-level scenario under every scheduler (flat
+emulation sweeps)?
+Answer: The first cross-validation, superseded by the suite's (cli/suite.py --compare); two of its measurements
+still describe the model: charging every live class change a stall moved flux-v1 on the headline from 0.837 to
+0.805-0.774, and the ideal model gave ecmp 0.801, crux 0.846, flux 0.851.
+Cited in: docs/twin-log.md, Earlier cross-validations (superseded).
+
     python scripts/crossval.py results/headline results/same-model [--out results/crossval] [--seeds 1,2,3]
 
 The twin runs every shipped scenario (workloads/scenarios/*.yaml except scale-*) under every scheduler, with

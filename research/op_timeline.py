@@ -1,6 +1,12 @@
 #!/usr/bin/env python3
 """Where an emulation run's time went, operation by operation, beside the twin replaying the same run.
 
+Question: Where does an emulation run's time go, operation by operation, against the twin's replay of the same run?
+Answer: Into launch skew and late ranks the twin does not have: ByteScheduler's vgg-gpt2 runs carry 1.0-1.7 s of
+skew (the twin none) and 3-5 operations whose ranks finish 0.5 s or more apart, held up by rare connections and TCP
+timers.
+Cited in: docs/twin-log.md, Operation by operation; docs/findings.md, The twin against the emulation.
+
     python scripts/op_timeline.py RUN_DIR [--job gpt2_xl] [--late 0.5] [--out FILE.json]
 
 RUN_DIR is an emulation run folder (testbed/run.py) with its workers' logs (``workers/*.jsonl``). The twin replays

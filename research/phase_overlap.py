@@ -1,6 +1,12 @@
 #!/usr/bin/env python3
 """How much the jobs' communication phases overlap in an emulation run and in the twin's replay of it; JSON.
 
+Question: How much do the jobs' communication phases overlap in an emulation run and in the twin's replay of it?
+Answer: Less in the emulation: under lossless ECMP on same-model 2.9-3.2 jobs communicate while one does against
+the twin's 3.6-3.8, and all at once 17-27% of the time against 59%; the emulation's jobs fall out of step and take
+turns, max-min sharing keeps the twin's in step.
+Cited in: docs/twin-log.md, Under the lossless profile; docs/findings.md, The twin against the emulation.
+
     python scripts/phase_overlap.py RUN_DIR [--models calibrated,ideal] [--step 0.005] [--out FILE.json]
 
 RUN_DIR is an emulation run folder with its workers' logs (``workers/*.jsonl``), as for scripts/op_timeline.py,

@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """The twin against the faithful emulation runs of several suite folders (more seeds of the same pairs), as Markdown.
 
+Question: Do the twin's misses on the suite hold over more emulation seeds (seeds 1-9, faithful runs only)?
+Answer: Mostly: Crux's and Flux's stress-8 BERT b stay the largest (+0.092 and +0.113, +0.028 and +0.049 without
+priority_hol_packets), small-first and ECMP's vgg-gpt2, bert-gpt2 and same-model misses shrink to 0.03-0.06.
+Cited in: docs/twin-log.md, Against the suite.
+
     python scripts/seeds_table.py --twin results/suite/fluid --pairs stress-8/crux,small-first/flux \\
         results/suite/emulation results/suite/emulation-seeds-4-9
 

@@ -1,6 +1,13 @@
 #!/usr/bin/env python3
 """A job's TCP retransmission timers during an emulation run, sampled from its workers' sockets.
 
+Question: What are a job's TCP retransmission timers during an emulation run under strict priority?
+Answer: Raised by the starvations themselves: 0.3-0.6 s at the median and up to seconds under Crux (0.25 s under
+ECMP), where the twin's timer is 0.2 s, so starved flows time out less often than the twin counts and each timeout
+costs more; raising the twin's timers alike (rto_rttvar) was tried and not adopted.
+Cited in: docs/twin-log.md, What a timeout costs under strict priority, measured; docs/twin.md, Limits;
+docs/usage.md, Benchmarks.
+
     sudo python scripts/tcp_timers.py --job bert_b [--interval 0.05] [--out FILE.json] -- RUN_ARGS...
 
 Runs ``testbed/run.py RUN_ARGS`` (an emulation run: its flags as usual, ``--out`` included) and, while it runs,
