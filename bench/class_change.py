@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What a live class change costs a TCP flow in the emulation: measured raises out of a busy class, as JSON.
 
-    sudo python scripts/bench_class_change.py [--transport tcp] [--before 0.05,0.15,0.5] [--episodes 3]
+    sudo python bench/class_change.py [--transport tcp] [--before 0.05,0.15,0.5] [--episodes 3]
 
 A policy that changes a live flow's class (flux-v1 raises an operation's flows as it grows urgent) moves the
 flow's next packets into another queue while its earlier ones still wait in the old one. The twin's
@@ -91,7 +91,7 @@ def measure(plan, a) -> dict:
     schedule = [0.0, WARMUP_S] + [x for burst, period in periods for x in (burst, period - burst)]
     total = START_DELAY_S + sum(schedule) + 1.0
     spec = FabricSpec(spines=1, leaves=1, hosts_per_leaf=3, host_rate_mbps=a.rate, fabric_rate_mbps=a.rate)
-    sys.stderr.write(f"bench_class_change.py: {len(plan)} raises, {total:.0f} s of traffic ({a.transport})\n")
+    sys.stderr.write(f"bench/class_change.py: {len(plan)} raises, {total:.0f} s of traffic ({a.transport})\n")
     with tempfile.TemporaryDirectory(prefix="flux-bench-class-change-") as out_dir, \
             Testbed(spec, out_dir, transport=a.transport) as tb:
         h1, h2, h3 = tb.layout.hosts[:3]
@@ -214,7 +214,7 @@ def main(argv=None) -> int:
         if a.from_raw and not os.path.isfile(a.from_raw):
             raise BadInput(f"--from-raw: no such file {a.from_raw}")
     except BadInput as exc:
-        sys.stderr.write(f"bench_class_change.py: {exc}\n")
+        sys.stderr.write(f"bench/class_change.py: {exc}\n")
         return 2
     t0 = time.time()
     if a.from_raw:
@@ -222,10 +222,10 @@ def main(argv=None) -> int:
             raw = json.load(f)
     else:
         if os.geteuid() != 0:
-            sys.stderr.write("bench_class_change.py: must run as root (it builds a Mininet fabric)\n")
+            sys.stderr.write("bench/class_change.py: must run as root (it builds a Mininet fabric)\n")
             return 2
         raw = measure(plan_episodes(befores, a.episodes, not a.no_idle), a)
-        raw["command"] = " ".join(["scripts/bench_class_change.py"] + (argv if argv is not None else sys.argv[1:]))
+        raw["command"] = " ".join(["bench/class_change.py"] + (argv if argv is not None else sys.argv[1:]))
         if a.raw:
             with open(a.raw, "w") as f:
                 json.dump(raw, f)
@@ -242,7 +242,7 @@ def main(argv=None) -> int:
     tail = message if model.class_change_strands and message <= in_flight else None
     class_change_s = model.class_change_s
     episodes, alone = analyse(raw, rto_s, tail, class_change_s)
-    command = " ".join(["scripts/bench_class_change.py"] + (argv if argv is not None else sys.argv[1:]))
+    command = " ".join(["bench/class_change.py"] + (argv if argv is not None else sys.argv[1:]))
     result = {"command": raw.get("command", command), "analysed_by": command,
               **raw["settings"], "alone_share": alone / (raw["settings"]["rate_mbps"] * 1e6 / 8),
               # The window the receiver advertised (the lossless profile bounds it): the largest the sender saw.

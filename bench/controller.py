@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark the controller's reaction to operation events: latency and sustained flow-mod rate.
 
-    sudo python scripts/bench_controller.py [--events 400] [--rate 100] [--load]
+    sudo python bench/controller.py [--events 400] [--rate 100] [--load]
 
 Brings up the default 16-host fabric with the ``flux`` scheduler and a synthetic set of jobs (no workers run),
 then plays operation events into the controller's event socket exactly as workers send them: for each
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args(argv)
     if os.geteuid() != 0:
-        sys.stderr.write("bench_controller.py: must run as root\n")
+        sys.stderr.write("bench/controller.py: must run as root\n")
         return 2
     rng = random.Random(a.seed)
     spec = FabricSpec()

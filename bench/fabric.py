@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark the emulated fabric and print the figures as JSON.
 
-    sudo python scripts/bench_fabric.py [--duration 5]
+    sudo python bench/fabric.py [--duration 5]
 
 * single-flow goodput / configured rate at 10 and 100 Mbit/s (host-to-host across a spine);
 * the top class's share of a congested port against a lower class (two senders into one 10 Mbit/s host port,
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", default="16,64", help="host counts for the build/start/stop timings")
     a = p.parse_args(argv)
     if os.geteuid() != 0:
-        sys.stderr.write("bench_fabric.py: must run as root\n")
+        sys.stderr.write("bench/fabric.py: must run as root\n")
         return 2
     result = {"goodput": [], "priority": None, "allreduce": None, "lifecycle": []}
     for rate in (float(r) for r in a.rates.split(",")):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What faults cost: time to reroute, iterations lost and the utilisation dip, per scheduler.
 
-    sudo python scripts/bench_faults.py [--schedulers ecmp,bytescheduler,crux,flux] [--iterations 12] [--at 4]
+    sudo python bench/faults.py [--schedulers ecmp,bytescheduler,crux,flux] [--iterations 12] [--at 4]
 
 For each scheduler, the default scenario (two jobs of four workers on the default 2-spine leaf-spine) runs once
 without faults and once with each of:
@@ -114,10 +114,10 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
     if os.geteuid() != 0:
-        sys.stderr.write("bench_faults.py: must run as root (it runs the testbed)\n")
+        sys.stderr.write("bench/faults.py: must run as root (it runs the testbed)\n")
         return 2
     if args.iterations < 2 or args.at < 0 or args.down_for <= 0:
-        sys.stderr.write("bench_faults.py: --iterations >= 2, --at >= 0 and --down-for > 0\n")
+        sys.stderr.write("bench/faults.py: --iterations >= 2, --at >= 0 and --down-for > 0\n")
         return 2
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-faults-") as work:

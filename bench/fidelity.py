@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Rate invariance: do a scenario's results stay the same at every emulated link rate, and does the verdict know?
 
-    sudo python scripts/bench_fidelity.py [--schedulers ecmp,bytescheduler,crux,flux] [--rates 2.5,5,10,20]
+    sudo python bench/fidelity.py [--schedulers ecmp,bytescheduler,crux,flux] [--rates 2.5,5,10,20]
                                           [--seeds 1,2,3] [--transports tcp,lossless] [--scenario headline]
-    python scripts/bench_fidelity.py --engine fluid --rates 2.5,5,10 --seeds 1 --transports tcp \
+    python bench/fidelity.py --engine fluid --rates 2.5,5,10 --seeds 1 --transports tcp \
         --against results/fidelity/bench_fidelity_tcp_3seeds_ack_class.json --md F.md
 
 The scaling (workloads/scaling.py) promises the same utilisation at any emulated rate: every byte count grows
@@ -176,12 +176,12 @@ def main(argv=None) -> int:
         rates = [float(x) for x in args.rates.split(",") if x]
         seeds = [int(x) for x in args.seeds.split(",") if x]
     except ValueError as exc:
-        sys.stderr.write(f"bench_fidelity.py: {exc}\n")
+        sys.stderr.write(f"bench/fidelity.py: {exc}\n")
         return 2
     schedulers = [s for s in args.schedulers.split(",") if s]
     transports = [t for t in args.transports.split(",") if t]
     if not os.path.isfile(os.path.join(SCENARIOS_DIR, f"{args.scenario}.yaml")):
-        sys.stderr.write(f"bench_fidelity.py: no shipped scenario {args.scenario}\n")
+        sys.stderr.write(f"bench/fidelity.py: no shipped scenario {args.scenario}\n")
         return 2
     reference = None
     if args.against:
@@ -189,13 +189,13 @@ def main(argv=None) -> int:
             with open(args.against) as f:
                 reference = json.load(f)["runs"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            sys.stderr.write(f"bench_fidelity.py: --against {args.against}: not this benchmark's JSON ({exc})\n")
+            sys.stderr.write(f"bench/fidelity.py: --against {args.against}: not this benchmark's JSON ({exc})\n")
             return 2
     elif args.md:
-        sys.stderr.write("bench_fidelity.py: --md needs --against\n")
+        sys.stderr.write("bench/fidelity.py: --md needs --against\n")
         return 2
     if args.engine == "emulation" and os.geteuid() != 0:
-        sys.stderr.write("bench_fidelity.py: must run as root (it runs the testbed; --engine fluid does not)\n")
+        sys.stderr.write("bench/fidelity.py: must run as root (it runs the testbed; --engine fluid does not)\n")
         return 2
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-fidelity-") as work:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Random kills of the runner: does every exit path leave the machine as it found it, and quickly?
 
-    sudo python scripts/bench_kills.py [--trials 20] [--seed 1] [--max-delay 18]
+    sudo python bench/kills.py [--trials 20] [--seed 1] [--max-delay 18]
 
 Each trial starts ``testbed/run.py`` (the default scenario unless ``-- RUN_ARGS`` say otherwise), waits a random
 0.3 to ``--max-delay`` seconds (so every phase gets hit: build, checks, workload, teardown) and sends SIGINT,
@@ -103,10 +103,10 @@ def main(argv=None) -> int:
     p.add_argument("run_args", nargs="*", metavar="-- RUN_ARGS", help="arguments for testbed/run.py")
     args = p.parse_args(argv)
     if args.trials < 1 or not 0 <= args.min_delay <= args.max_delay:
-        sys.stderr.write("bench_kills.py: --trials must be >= 1 and 0 <= --min-delay <= --max-delay\n")
+        sys.stderr.write("bench/kills.py: --trials must be >= 1 and 0 <= --min-delay <= --max-delay\n")
         return 2
     if os.geteuid() != 0:
-        sys.stderr.write("bench_kills.py: must run as root (it runs the testbed)\n")
+        sys.stderr.write("bench/kills.py: must run as root (it runs the testbed)\n")
         return 2
     from testbed import state
     rng = random.Random(args.seed)

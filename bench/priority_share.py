@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What a higher class keeps of a port when a lower class is backlogged behind it, measured, as JSON.
 
-    sudo python scripts/bench_priority_share.py [--message 28960] [--idle 0.005] [--low-flows 1] [--rate 5]
+    sudo python bench/priority_share.py [--message 28960] [--idle 0.005] [--low-flows 1] [--rate 5]
 
 Strict priority promises a higher class everything it asks for. A TCP flow sending ring steps (answered
 messages with short pauses, ``--message`` and ``--idle``) does not ask for the port all the time: between its
@@ -72,7 +72,7 @@ def analyse(report_high, report_lows, t0: float, shared_s: float, rate_mbps: flo
 def measure(a) -> dict:
     spec = FabricSpec(spines=1, leaves=1, hosts_per_leaf=3, host_rate_mbps=a.rate, fabric_rate_mbps=a.rate)
     total = ALONE_S + a.shared
-    sys.stderr.write(f"bench_priority_share.py: {total:.0f} s of traffic\n")
+    sys.stderr.write(f"bench/priority_share.py: {total:.0f} s of traffic\n")
     with tempfile.TemporaryDirectory(prefix="flux-bench-priority-") as out_dir, Testbed(spec, out_dir) as tb:
         h1, h2, h3 = tb.layout.hosts[:3]
         high = FlowKey(h1.ip, h3.ip, 42001, 5201)
@@ -110,14 +110,14 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.message < 1500 or a.idle < 0 or not 0 <= a.low_class < a.high_class <= 7 or not 0 <= a.low_flows <= 16 \
             or a.shared <= SETTLE_S + 1 or a.rate <= 0:
-        sys.stderr.write("bench_priority_share.py: --message >= 1500, --idle >= 0, 0 <= --low-class < --high-class "
+        sys.stderr.write("bench/priority_share.py: --message >= 1500, --idle >= 0, 0 <= --low-class < --high-class "
                          f"<= 7, --low-flows 0-16, --shared > {SETTLE_S + 1:g}, --rate > 0\n")
         return 2
     if os.geteuid() != 0:
-        sys.stderr.write("bench_priority_share.py: must run as root (it builds a Mininet fabric)\n")
+        sys.stderr.write("bench/priority_share.py: must run as root (it builds a Mininet fabric)\n")
         return 2
     t0 = time.time()
-    result = {"command": " ".join(["scripts/bench_priority_share.py"]
+    result = {"command": " ".join(["bench/priority_share.py"]
                                   + (argv if argv is not None else sys.argv[1:]))}
     result.update(measure(a))
     result["wall_s"] = time.time() - t0

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How well do the link counters alone reconstruct each job's GPU idle time, on every shipped scenario?
 
-    sudo python scripts/bench_reconstruction.py [--schedulers ecmp,flux] [--seed 1] [--scenarios NAME,...]
+    sudo python bench/reconstruction.py [--schedulers ecmp,flux] [--seed 1] [--scenarios NAME,...]
 
 Runs every shipped scenario (workloads/scenarios/*.yaml, each with the fabric flags its file documents) under
 each scheduler (ECMP never changes a class; Flux changes them most, so its counters are the hardest to read),
@@ -73,10 +73,10 @@ def main(argv=None) -> int:
     scenarios = [s for s in args.scenarios.split(",") if s]
     unknown = [s for s in scenarios if not os.path.isfile(os.path.join(SCENARIOS_DIR, f"{s}.yaml"))]
     if unknown:
-        sys.stderr.write(f"bench_reconstruction.py: no shipped scenario {', '.join(unknown)}\n")
+        sys.stderr.write(f"bench/reconstruction.py: no shipped scenario {', '.join(unknown)}\n")
         return 2
     if os.geteuid() != 0:
-        sys.stderr.write("bench_reconstruction.py: must run as root (it runs the testbed)\n")
+        sys.stderr.write("bench/reconstruction.py: must run as root (it runs the testbed)\n")
         return 2
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-reconstruction-") as work:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What a starved TCP flow costs in the emulation: measured episodes of strict priority, as JSON.
 
-    sudo python scripts/bench_starvation.py [--durations 0.1,0.2,0.3,0.5,1,2] [--episodes 3] [--rate 5]
+    sudo python bench/starvation.py [--durations 0.1,0.2,0.3,0.5,1,2] [--episodes 3] [--rate 5]
 
 Flows go into one host port of a one-leaf fabric with the testbed's classes, FIFOs and transport: low flows
 (class 1, ``--low-flows`` of them sharing its FIFO) send throughout, in bulk or as answered messages with pauses
@@ -164,7 +164,7 @@ def measure(plan, a) -> dict:
     schedule = [0.0, WARMUP_S] + [x for d, gap in plan for x in (d, gap)]
     total = sum(schedule)
     spec = FabricSpec(spines=1, leaves=1, hosts_per_leaf=3, host_rate_mbps=a.rate, fabric_rate_mbps=a.rate)
-    sys.stderr.write(f"bench_starvation.py: {len(plan)} bursts, {total:.0f} s of traffic\n")
+    sys.stderr.write(f"bench/starvation.py: {len(plan)} bursts, {total:.0f} s of traffic\n")
     # The fabric's run folder (controller logs) is of no use once the flows have reported: nothing is left.
     with tempfile.TemporaryDirectory(prefix="flux-bench-starvation-") as out_dir, Testbed(spec, out_dir) as tb:
         h1, h2, h3 = tb.layout.hosts[:3]
@@ -212,7 +212,7 @@ def main(argv=None) -> int:
         if a.from_raw and not os.path.isfile(a.from_raw):
             raise BadInput(f"--from-raw: no such file {a.from_raw}")
     except BadInput as exc:
-        sys.stderr.write(f"bench_starvation.py: {exc}\n")
+        sys.stderr.write(f"bench/starvation.py: {exc}\n")
         return 2
     plan = [(d, max(a.pause, AFTER_S + 0.5) + d) for d in durations for _ in range(a.episodes)]
     t0 = time.time()
@@ -221,7 +221,7 @@ def main(argv=None) -> int:
             raw = json.load(f)
     else:
         if os.geteuid() != 0:
-            sys.stderr.write("bench_starvation.py: must run as root (it builds a Mininet fabric)\n")
+            sys.stderr.write("bench/starvation.py: must run as root (it builds a Mininet fabric)\n")
             return 2
         raw = measure(plan, a)
         if a.raw:
@@ -242,7 +242,7 @@ def main(argv=None) -> int:
         per_flow.append(episodes)
         reference.append(ref)
     episodes = combine(per_flow)
-    result = {"command": " ".join(["scripts/bench_starvation.py"] + (argv if argv is not None else sys.argv[1:])),
+    result = {"command": " ".join(["bench/starvation.py"] + (argv if argv is not None else sys.argv[1:])),
               **settings, "high_class": 7,
               "message_alone_s" if message else "low_alone_share": statistics.mean(reference),
               "twin_rto_s": rto_s, "wall_s": time.time() - t0,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Scaling benchmark of the flow-level twin: wall time and peak memory per cluster size and scheduler.
 
-    python scripts/bench_twin.py [--sizes 16,64,256,1024,4096] [--schedulers ecmp,crux,flux] [--figure FILE]
+    python bench/twin.py [--sizes 16,64,256,1024,4096] [--schedulers ecmp,crux,flux] [--figure FILE]
                                  [--ring-model auto|steps|pipelined] [--overflow-pieces N]
                                  [--twin-set TERM=VALUE ...]
 
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
                 records.append(json.loads(out.stdout.strip().splitlines()[-1]))
             sys.stderr.write(json.dumps(records[-1]) + "\n")
     target = [r for r in records if r.get("gpus") == 1024]
-    result = {"command": " ".join(["scripts/bench_twin.py"] + (argv if argv is not None else sys.argv[1:])),
+    result = {"command": " ".join(["bench/twin.py"] + (argv if argv is not None else sys.argv[1:])),
               "runs": records,
               "target_1024_within_60s": all(r.get("wall_s", 1e9) <= 60 for r in target) if target else None}
     if args.figure:

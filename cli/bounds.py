@@ -21,7 +21,7 @@ terms, its fitted delays off), the optimistic end of the twin, unless the runner
 a bound must not be lowered by a delay that was fitted on links shared with other jobs.
 
 The runs go to a temporary folder, or with ``--keep DIR`` to ``DIR/<job>-<scheduler>/`` (results folders like any
-run's: scripts/fit_twin.py fits the twin's per-step latency on emulation runs of one job alone).
+run's: research/fit_twin.py fits the twin's per-step latency on emulation runs of one job alone).
 """
 from __future__ import annotations
 

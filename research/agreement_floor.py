@@ -8,7 +8,7 @@ within ±0.05) 25-27 of 30 trials for ecmp, crux, crux-contiguous and flux and 2
 same trials 24-27 and 21; four of the twin's nine misses are on pairs where one emulation run misses by as much.
 Cited in: docs/twin-log.md, The emulation against itself; docs/findings.md, The twin against the emulation.
 
-    python scripts/agreement_floor.py --emulation results/suite/emulation --twin results/suite/fluid \\
+    python research/agreement_floor.py --emulation results/suite/emulation --twin results/suite/fluid \\
         --repeat results/suite/emulation-repeat-s1 --md results/suite/emulation-repeat-s1/agreement.md
 
 docs/twin.md holds the twin to the emulation's mean over its seeds: the cluster within ±0.03 and every job

@@ -8,7 +8,7 @@ still describe the model: charging every live class change a stall moved flux-v1
 0.805-0.774, and the ideal model gave ecmp 0.801, crux 0.846, flux 0.851.
 Cited in: docs/twin-log.md, Earlier cross-validations (superseded).
 
-    python scripts/crossval.py results/headline results/same-model [--out results/crossval] [--seeds 1,2,3]
+    python research/crossval.py results/headline results/same-model [--out results/crossval] [--seeds 1,2,3]
 
 The twin runs every shipped scenario (workloads/scenarios/*.yaml except scale-*) under every scheduler, with
 the calibrated model and Open vSwitch's hash (the switches' own ECMP paths, the same for every seed), once per

@@ -8,7 +8,7 @@ packets against 0.7-2.6%, and the job whose buckets partly avoid them runs faste
 each leaf's split within 0.001.
 Cited in: docs/twin-log.md, Against the suite; docs/findings.md, The twin against the emulation.
 
-    python scripts/ecmp_paths.py RUN_DIR [--out FILE.json]
+    python research/ecmp_paths.py RUN_DIR [--out FILE.json]
 
 RUN_DIR is a run folder of either engine (its ``summary.json``) under ``ecmp`` on a fabric with a path choice.
 The switches hash every connection's fixed 5-tuple onto one spine (docs/twin.md, hash model); the twin's hash

@@ -7,15 +7,15 @@ Answer: step_latency_s 0.001 (from the jobs alone), one timeout per ring step th
 packets per flow, and queue_backlog 0.5, at an RMSE of 0.028 per job; written to twin/calibrated.json.
 Cited in: docs/twin-log.md, Calibration; docs/suite.md, Results: the flow-level twin (3 seeds); docs/twin.md.
 
-    python scripts/fit_twin.py results/suite/emulation results/twin/solo [--out twin/calibrated.json]
+    python research/fit_twin.py results/suite/emulation results/twin/solo [--out twin/calibrated.json]
 
 Only ECMP runs are used (every flow in class 0 on a hashed path): whatever the fit absorbs is then about TCP and
 the emulator, not about a policy, and the twin's agreement on the other policies stays a prediction. Each run
 folder's config.json (or the copy in summary.json) gives the scenario, the fabric and the seed; the twin replays
 the run on the switches' own ECMP paths (Open vSwitch's hash, twin/network.py). ``goodput`` (0.956, measured by
-scripts/bench_fabric.py), ``rto_s`` (Linux's minimum retransmission timeout, 0.2 s) and ``priority_hol_packets``
+bench/fabric.py), ``rto_s`` (Linux's minimum retransmission timeout, 0.2 s) and ``priority_hol_packets``
 (2.5, with ``priority_hol_min_packets`` 0.7 and ``priority_hol_floor_packets`` 0.2, measured by
-scripts/bench_priority_share.py; they have no effect under ECMP, whose flows share one class) are physical and not
+bench/priority_share.py; they have no effect under ECMP, whose flows share one class) are physical and not
 fitted. The other terms are fitted in three stages, each on the runs and the observable that carry it:
 
 1. ``step_latency_s`` on the runs of one job alone (``scripts/bounds.py --engine emulation --schedulers ecmp
@@ -214,7 +214,7 @@ def main(argv=None) -> int:
            "rmse_sqrt_timeouts_per_run": best["rmse_sqrt_timeouts"],
            "rmse_seed_spread_per_job": best["rmse_seed_spread"],
            "ring_model": args.ring_model, "stages": stages, "fit_wall_s": time.time() - t0,
-           "command": " ".join(["scripts/fit_twin.py"] + (argv if argv is not None else sys.argv[1:]))}
+           "command": " ".join(["research/fit_twin.py"] + (argv if argv is not None else sys.argv[1:]))}
     with open(args.out, "w") as f:
         json.dump(fit, f, indent=2)
     print(json.dumps(dict(fit, stages=[{k: v for k, v in st.items() if k not in ("grid", "runs")}

@@ -7,7 +7,7 @@ skew (the twin none) and 3-5 operations whose ranks finish 0.5 s or more apart, 
 timers.
 Cited in: docs/twin-log.md, Operation by operation; docs/findings.md, The twin against the emulation.
 
-    python scripts/op_timeline.py RUN_DIR [--job gpt2_xl] [--late 0.5] [--out FILE.json]
+    python research/op_timeline.py RUN_DIR [--job gpt2_xl] [--late 0.5] [--out FILE.json]
 
 RUN_DIR is an emulation run folder (testbed/run.py) with its workers' logs (``workers/*.jsonl``). The twin replays
 the run's recorded config (its jobs as placed, scheduler, classes, FIFOs, seed) with the calibrated model and logs
@@ -159,7 +159,7 @@ def main(argv=None) -> int:
     rows = compare(emulation, twin, a.late)
     emulation_util = {j["name"]: j.get("gpu_utilization") for j in summary.get("jobs") or []}
     jobs = summarise(rows, emulation_util, twin_util)
-    result = {"command": " ".join(["scripts/op_timeline.py"] + (argv if argv is not None else sys.argv[1:])),
+    result = {"command": " ".join(["research/op_timeline.py"] + (argv if argv is not None else sys.argv[1:])),
               "run": os.path.abspath(a.run_dir), "scheduler": config.get("scheduler"),
               "scenario": config.get("scenario_file"), "seed": config.get("seed"), "twin_model": a.model,
               "late_s": a.late, "jobs": jobs, "operations": rows}

@@ -7,9 +7,9 @@ the twin's 3.6-3.8, and all at once 17-27% of the time against 59%; the emulatio
 turns, max-min sharing keeps the twin's in step.
 Cited in: docs/twin-log.md, Under the lossless profile; docs/findings.md, The twin against the emulation.
 
-    python scripts/phase_overlap.py RUN_DIR [--models calibrated,ideal] [--step 0.005] [--out FILE.json]
+    python research/phase_overlap.py RUN_DIR [--models calibrated,ideal] [--step 0.005] [--out FILE.json]
 
-RUN_DIR is an emulation run folder with its workers' logs (``workers/*.jsonl``), as for scripts/op_timeline.py,
+RUN_DIR is an emulation run folder with its workers' logs (``workers/*.jsonl``), as for research/op_timeline.py,
 whose readers this uses: a job communicates from the first rank's launch of an operation to the last rank's done.
 For each engine (the emulation, then the twin replaying the run's recorded config with each model named):
 

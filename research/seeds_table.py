@@ -6,7 +6,7 @@ Answer: Mostly: Crux's and Flux's stress-8 BERT b stay the largest (+0.092 and +
 priority_hol_packets), small-first and ECMP's vgg-gpt2, bert-gpt2 and same-model misses shrink to 0.03-0.06.
 Cited in: docs/twin-log.md, Against the suite.
 
-    python scripts/seeds_table.py --twin results/suite/fluid --pairs stress-8/crux,small-first/flux \\
+    python research/seeds_table.py --twin results/suite/fluid --pairs stress-8/crux,small-first/flux \\
         results/suite/emulation results/suite/emulation-seeds-4-9
 
 For each (scenario, variant) pair: the emulation's faithful completed runs found in any of the folders (their

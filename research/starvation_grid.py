@@ -8,8 +8,8 @@ outside the bands in every one.
 Cited in: docs/twin-log.md, The starvation terms on a grid, judged on the runs that starve; docs/findings.md, The
 twin against the emulation.
 
-    python scripts/starvation_grid.py --out results/twin/starvation-grid
-    python scripts/starvation_grid.py --grid starve_share=0.02,0.01 --grid rto_backoff=1,0 --jobs 2 --out DIR
+    python research/starvation_grid.py --out results/twin/starvation-grid
+    python research/starvation_grid.py --grid starve_share=0.02,0.01 --grid rto_backoff=1,0 --jobs 2 --out DIR
 
 The calibrated model fits its terms on ECMP runs only, so that its agreement on the other policies is a
 prediction. ECMP never starves a class, so the terms that decide a starved flow's fate under strict priority
@@ -19,7 +19,7 @@ over a grid of those terms, judged on the very runs of the policies that starve 
 every variant given), how close can the model's form come? For each setting it runs the fluid suite at one seed
 (the twin's seeds agree exactly under Open vSwitch's hash) in ``<out>/<setting>/`` with ``scripts/suite.py
 --twin-set`` (resumable: a setting already run is only judged again) and judges it with
-``scripts/agreement_floor.py``'s bands against the emulation's mean over its seeds: scenarios with the cluster
+``research/agreement_floor.py``'s bands against the emulation's mean over its seeds: scenarios with the cluster
 within ±0.03 and every job within ±0.05 per variant, mean absolute differences, the pairs of variants ordered the
 other way, and the misses. Output: ``<out>/grid.json`` and ``<out>/grid.md``, the settings best first (most
 scenarios within both bands, then the smallest mean absolute difference of the job furthest off).
@@ -128,7 +128,7 @@ def score(setting: Setting, out: str, emulation: str, variants: List[str]) -> di
 
 
 def markdown(rows: List[dict], emulation: str, variants: List[str]) -> str:
-    lines = [f"The twin's starvation terms on a grid (scripts/starvation_grid.py), each setting's fluid suite "
+    lines = [f"The twin's starvation terms on a grid (research/starvation_grid.py), each setting's fluid suite "
              f"(seed 1) against the emulation's mean over its seeds ({emulation}): scenarios with the cluster "
              "within ±0.03 and every job within ±0.05, per variant; mean absolute differences over the variants "
              "(cluster / the job furthest off); pairs of variants the emulation separates by more than 0.01 and the "

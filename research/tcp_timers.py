@@ -8,7 +8,7 @@ costs more; raising the twin's timers alike (rto_rttvar) was tried and not adopt
 Cited in: docs/twin-log.md, What a timeout costs under strict priority, measured; docs/twin.md, Limits;
 docs/usage.md, Benchmarks.
 
-    sudo python scripts/tcp_timers.py --job bert_b [--interval 0.05] [--out FILE.json] -- RUN_ARGS...
+    sudo python research/tcp_timers.py --job bert_b [--interval 0.05] [--out FILE.json] -- RUN_ARGS...
 
 Runs ``testbed/run.py RUN_ARGS`` (an emulation run: its flags as usual, ``--out`` included) and, while it runs,
 reads ``ss -tin`` in the network namespace of each of the job's workers every ``--interval`` seconds: every
@@ -175,7 +175,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         argv, run_args = argv[:cut], argv[cut + 1:]
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                usage="sudo python scripts/tcp_timers.py --job NAME [options] -- RUN_ARGS...")
+                                usage="sudo python research/tcp_timers.py --job NAME [options] -- RUN_ARGS...")
     p.add_argument("--job", required=True, help="the job whose workers' sockets to sample (its name in the scenario)")
     p.add_argument("--interval", type=float, default=0.05, help="seconds between samples")
     p.add_argument("--out", default=None, help="write the JSON here instead of stdout")
@@ -192,7 +192,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise BadInput("give the run an --out folder (its workers' logs give the job's start)")
         if os.geteuid() != 0:
             raise BadInput("needs root (the run does, and so does reading its hosts' sockets): sudo python "
-                           "scripts/tcp_timers.py ...")
+                           "research/tcp_timers.py ...")
     except BadInput as e:
         print(f"tcp_timers.py: {e}", file=sys.stderr)
         return 2
@@ -221,7 +221,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             run.send_signal(signum)
     code = run.wait()
     start = job_start(out, args.job) or (samples[0][0] if samples else 0.0)
-    result = {"command": "scripts/tcp_timers.py " + " ".join(sys.argv[1:]),
+    result = {"command": "research/tcp_timers.py " + " ".join(sys.argv[1:]),
               "job": args.job, "interval_s": args.interval, "run_exit_code": code,
               "job_figures": job_figures(out, args.job), "timers": summarize(samples, start)}
     text = json.dumps(result, indent=1)

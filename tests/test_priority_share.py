@@ -31,4 +31,4 @@ def test_a_phase_without_messages_is_an_error():
 def test_bad_input_is_one_line_and_exit_2(args, capsys):
     assert bench.main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("bench_priority_share.py: ")
+    assert len(err) == 1 and err[0].startswith("bench/priority_share.py: ")
