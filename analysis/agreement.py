@@ -10,7 +10,8 @@ from typing import Dict, List, Optional, Tuple
 from analysis.seeds import Runs, completed_runs
 from experiment.results import CLUSTER, SUMMARY_CSV
 
-#: The agreement compare() counts: cluster utilisation within CLUSTER_BAND, every job within JOB_BAND.
+#: The agreement cli/suite.py's compare() counts: cluster utilisation within CLUSTER_BAND, every job within
+#: JOB_BAND.
 CLUSTER_BAND, JOB_BAND = 0.03, 0.05
 
 #: Two variants whose mean utilisations differ by more than this count as ordered (docs/twin.md's ranking).
@@ -89,9 +90,10 @@ def scenarios_and_variants(folder: str) -> List[Tuple[str, str]]:
 
 def agreement(emulation: str, twin: Optional[str], repeat: Optional[str],
               variants: Optional[List[str]] = None, faithful_only: bool = False) -> dict:
-    """The three measures (module docstring) for every (scenario, variant) pair of the emulation's suite folder
-    that has at least two completed runs, per variant; with ``faithful_only``, emulation runs the fidelity verdict
-    calls unfaithful are left out (in both emulation folders)."""
+    """The three measures (research/agreement_floor.py's docstring: leave one out, repeat, retest) for every
+    (scenario, variant) pair of the emulation's suite folder that has at least two completed runs, per variant;
+    with ``faithful_only``, emulation runs the fidelity verdict calls unfaithful are left out (in both emulation
+    folders)."""
     kinds = ["leave_one_out", "twin_leave_one_out", "twin", "repeat", "retest"]
     tallies: Dict[str, Dict[str, Tally]] = {}
     ranked: Dict[str, list] = {"twin": [], "repeat": []}
