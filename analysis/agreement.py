@@ -1,6 +1,6 @@
 """How the twin (or a repeat of the emulation) is judged against the emulation: the agreement bands, the pairs
 of variants two folders order differently, and the emulation's agreement with itself (research/agreement_floor.py;
-docs/twin.md)."""
+docs/twin-log.md)."""
 from __future__ import annotations
 
 import os
@@ -14,7 +14,7 @@ from experiment.results import CLUSTER, SUMMARY_CSV
 #: JOB_BAND.
 CLUSTER_BAND, JOB_BAND = 0.03, 0.05
 
-#: Two variants whose mean utilisations differ by more than this count as ordered (docs/twin.md's ranking).
+#: Two variants whose mean utilisations differ by more than this count as ordered (docs/twin-log.md's ranking).
 RANK_MARGIN = 0.01
 
 

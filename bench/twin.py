@@ -17,7 +17,7 @@ model's, as testbed/run.py's). Sizes and their scenarios:
 * 1024: workloads/scenarios/scale-1024.yaml on 8 spines, 32 leaves of 32 hosts;
 * 4096: 64 tenants of 64 workers on 16 spines, 64 leaves of 64 hosts.
 
-Target (docs/twin.md): 1,024 GPUs in at most 60 s for each of ecmp, crux and flux. Prints JSON: one record per
+Target (docs/twin-log.md, Scale): 1,024 GPUs in at most 60 s for each of ecmp, crux and flux. Prints JSON: one record per
 run (wall_s of the whole run including set-up, sim_s simulated, peak_rss_mb, cluster utilisation) and, with
 ``--figure``, a log-log plot of wall time against GPUs.
 """

@@ -16,7 +16,7 @@ with the earlier single-job k_j (``crux-overlap``), Flux v1 (``flux-v1``), and F
 
 The bound of a scenario (``scripts/bounds.py``: each job alone on the same hosts and time scale) is computed in
 the fluid engine with its calibrated model, whatever engine the runs use: it is cheap and needs no root, and the
-twin's cross-validation (docs/twin.md) says how far it is from the emulation. Output: ``<out>/suite.csv`` (one
+twin's cross-validation (docs/twin-log.md) says how far it is from the emulation. Output: ``<out>/suite.csv`` (one
 row per scenario and variant: mean, min and max cluster GPU utilisation over the completed runs, runs, unfaithful
 runs, TCP timeouts, switch drops and Flux's steals per run, U/U_bound, and the fraction of the attainable gain
 (U - U_ecmp) / (U_bound - U_ecmp)),

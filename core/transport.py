@@ -29,7 +29,7 @@ outstanding. The emulation carries TCP through tc FIFOs. A profile says which of
 Both profiles name their congestion control and put it on every host's route: a namespace inherits the
 machine's default (``bbr`` on some hosts, ``cubic`` on most), and results must not depend on the machine.
 
-Each setting's measured effect is in docs/fidelity.md (scripts/bench_fidelity.py).
+Each setting's measured effect is in docs/fidelity.md (bench/fidelity.py).
 """
 from __future__ import annotations
 

@@ -327,7 +327,7 @@ RUN_COLUMNS = ["run_id", "scheduler", "scenario", "seed"]
 #: ``timeouts``: TCP retransmission timeouts (a job's, or the run's on the CLUSTER row); ``drops``: packets the
 #: switches' class queues dropped and ``steals``: Flux's steals (CLUSTER row; empty where the engine has none);
 #: ``starvation_timeouts``: the part of ``timeouts`` that the fluid engine's starvation rule charged (empty for
-#: emulation runs), the figure docs/twin.md's cross-validation sorts the twin's jobs by.
+#: emulation runs), the figure docs/twin-log.md's cross-validation sorts the twin's jobs by.
 #: Enough to tabulate a sweep from this file alone, without its run folders (scripts/suite.py).
 JOB_COLUMNS = ["job", "model", "workers", "iterations", "iteration_time_mean_s", "iteration_time_p99_s",
                "gpu_utilization", "gpu_utilization_reconstructed", "timeouts", "starvation_timeouts", "drops", "steals",

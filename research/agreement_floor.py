@@ -11,7 +11,7 @@ Cited in: docs/twin-log.md, The emulation against itself; docs/findings.md, The 
     python research/agreement_floor.py --emulation results/suite/emulation --twin results/suite/fluid \\
         --repeat results/suite/emulation-repeat-s1 --md results/suite/emulation-repeat-s1/agreement.md
 
-docs/twin.md holds the twin to the emulation's mean over its seeds: the cluster within ±0.03 and every job
+docs/twin-log.md holds the twin to the emulation's mean over its seeds: the cluster within ±0.03 and every job
 within ±0.05. Whether any model can meet that depends on how far one emulation run falls from the emulation's
 own mean, which this measures three ways, per variant over the suite's scenarios:
 

@@ -20,7 +20,7 @@ missing combinations through scripts/sweep.py (root, one at a time). Where an em
 (sweep tables only, or no run) it resolves the scenario today at ``--host-rate`` / ``--fabric-rate``.
 
 Writes ``crossval.csv`` (one row per scenario, scheduler and job, plus a cluster row), ``crossval.md`` (the
-table of docs/twin.md) and ``crossval.png`` into ``--out``, and prints the markdown table.
+table of docs/twin-log.md) and ``crossval.png`` into ``--out``, and prints the markdown table.
 """
 from __future__ import annotations
 

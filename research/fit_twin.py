@@ -31,10 +31,10 @@ fitted. The other terms are fitted in three stages, each on the runs and the obs
    scenario's seeds (the twin replays each run with its own seed, so the drawn shares differ from run to run; a
    model with noise is judged by its mean, as the emulation is): how far the steps that share a FIFO get unequal
    shares. Not part of the calibration: what it gains on ECMP under ``tcp`` it does not keep on the other
-   policies or under ``lossless`` (docs/twin.md);
+   policies or under ``lossless`` (docs/twin-log.md);
 5. with ``--fit-noise`` only, ``step_latency_cv`` on the same runs, against how much each job's utilisation
    varies over the seeds of one scenario (its standard deviation, for every scenario run with two seeds or more).
-   Not part of the calibration: on the suite's ECMP runs the error is flat (docs/twin.md), so a fitted value
+   Not part of the calibration: on the suite's ECMP runs the error is flat (docs/twin-log.md), so a fitted value
    would be noise.
 
 Without runs of a job alone, stage 1 is skipped and stage 3 fits the step latency too. ``--jobs`` spreads each

@@ -19,7 +19,7 @@ For each engine (the emulation, then the twin replaying the run's recorded confi
 
 Jobs whose phases stay in step share the fabric at every phase and all compute at once; jobs whose phases drift
 apart take turns. Max-min sharing slows equal jobs equally, which keeps them in step, so a difference here says
-whether the twin misses how the emulation's jobs interleave (docs/twin.md). Reads only: needs no root.
+whether the twin misses how the emulation's jobs interleave (docs/twin-log.md). Reads only: needs no root.
 """
 from __future__ import annotations
 

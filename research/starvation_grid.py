@@ -51,7 +51,7 @@ from twin.model import ModelParams
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-#: The terms a starved flow's cost depends on, and the values the benchmarks and tries in docs/twin.md gave.
+#: The terms a starved flow's cost depends on, and the values the benchmarks and tries in docs/twin-log.md gave.
 DEFAULT_GRID = {"starve_share": [0.02, 0.005],
                 "rto_backoff": [1.0, 0.0],
                 "starve_backoff_flows": [1, 2],

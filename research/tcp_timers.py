@@ -15,7 +15,7 @@ reads ``ss -tin`` in the network namespace of each of the job's workers every ``
 established connection's retransmission timer (``rto``), smoothed RTT and its variance, unacknowledged segments
 and backoff. Linux sets the timer to the smoothed RTT plus the larger of four mean deviations and 200 ms, so a
 connection whose packets sometimes wait in a FIFO (a class starved by the classes above it) has timers far above
-200 ms, and each of its timeouts costs that much (docs/twin.md, What a timeout costs under strict priority).
+200 ms, and each of its timeouts costs that much (docs/twin-log.md, What a timeout costs under strict priority).
 
 The JSON (stdout, or ``--out``) has, over the samples of connections with data in flight: the timer's quantiles,
 the share of samples above 0.3 s and with a backed-off timer, and per second of the job's run (from its workers'

@@ -11,6 +11,3 @@ if __name__ == "__main__":  # run as a file: the project on sys.path, set up, co
 
     from cli.suite import main
     sys.exit(main(sys.argv[1:]))
-
-# tests/test_twin.py imports this file as ``suite`` (with scripts/ on sys.path) for the suite's definitions.
-from analysis.suite import SUITE_DIR, fabric_flags  # noqa: E402,F401

@@ -14,7 +14,7 @@ Measured during the workload by ``FidelityMonitor`` (ticked by the workload loop
   rate (measured where the link ends, at the far switch's receive counter).
 
 ``verdict`` turns them into ``fidelity.warnings``; a run with any warning is not faithful. The thresholds and how
-they were set are in docs/fidelity.md (from the rate-invariance runs of scripts/bench_fidelity.py).
+they were set are in docs/fidelity.md (from the rate-invariance runs of bench/fidelity.py).
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ UNEXPLAINED_IDLE_LIMIT = 0.02  # GPU idle time not spent waiting for an operatio
 # Time a job's flows spent in retransmission timeouts (at least the minimum RTO each), as a fraction of the job's
 # run (iterations x mean iteration time). The minimum RTO is wall-clock time that the scaling does not scale: at a
 # higher emulated rate iterations are shorter and every timeout weighs more. Set from the rate-invariance runs of
-# scripts/bench_fidelity.py (docs/fidelity.md): runs that kept their utilisation within 0.02 of the lowest rate's
+# bench/fidelity.py (docs/fidelity.md): runs that kept their utilisation within 0.02 of the lowest rate's
 # reached at most 0.70 (bytescheduler at 5 Mbit/s), runs that lost 0.05-0.11 reached 0.88 and more.
 RTO_SHARE_LIMIT = 0.8
 DEFAULT_RTO_MIN_S = 0.2       # Linux's TCP_RTO_MIN

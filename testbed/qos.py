@@ -63,7 +63,7 @@ def tree_commands(dev: str, rate_mbps: float, floor: float = DEFAULT_FLOOR,
     quantum = str(MTU_BYTES + 14)
     # HTB's default burst (rate / HZ) holds a single flow at 100 Mbit/s to 77% of the rate; 2 ms of the link
     # rate lets it reach 95%. Below ~12 Mbit/s the floor of two full packets applies: larger bursts there
-    # (5 ms) slowed a 10 Mbit/s ring all-reduce by a quarter (scripts/bench_fabric.py measures both).
+    # (5 ms) slowed a 10 Mbit/s ring all-reduce by a quarter (bench/fabric.py measures both).
     burst = str(max(2 * MTU_BYTES, int(rate_mbps * 1e6 / 8 * BURST_MS / 1e3)))
     if not rate_mbps * 1e6 * queue_ms / 1e3 >= MTU_BYTES * 8:
         raise ValueError(f"--queue-ms {queue_ms:g} is shorter than one {MTU_BYTES}-byte packet at {rate_mbps:g} "

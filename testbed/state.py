@@ -302,7 +302,7 @@ def snapshot(session: Optional[str] = None) -> Dict[str, set]:
     """Everything of the machine a run could leave behind: testbed processes (by their run token; with
     ``session``, only that test session's), OVS bridges, root-namespace interfaces, named network namespaces and
     the state file. Compared before and after by the tests' guard (tests/conftest.py) and by
-    scripts/bench_kills.py."""
+    bench/kills.py."""
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return {
         "process": {str(pid) for pid in marked_processes(session=session)},

@@ -7,11 +7,11 @@ have a known 5-tuple to be given a class. Run inside Mininet hosts::
     python -m testbed.traffic send --bind 10.0.0.1 --sport 40001 --dst 10.0.0.3 --port 5001 --duration 5
 
 The receiver reports the bytes received and the goodput over the interval after a warm-up (default 1 s), when
-TCP has left slow start and the priority classes have settled. For scripts/bench_starvation.py the receiver can
+TCP has left slow start and the priority classes have settled. For bench/starvation.py the receiver can
 also report when its bytes arrived (``--timeline``), the sender can alternate sending and pausing
 (``--schedule``) or send messages that the receiver answers (``--message``, ``--ack-every``), and it can sample
 its own TCP state every few milliseconds (``--probe``: the namespace's retransmission timeouts and the socket's
-backoff, RTO and congestion window). For scripts/bench_class_change.py a sender's schedule can begin at a given
+backoff, RTO and congestion window). For bench/class_change.py a sender's schedule can begin at a given
 wall time (``--start-at``), so that another process can act at known moments of it, and the receiver can clamp
 its window as the lossless transport profile's workers do (``--window-clamp``).
 

@@ -154,16 +154,13 @@ def test_the_ovs_hash_model_predicts_the_byte_split_measured_on_the_switches():
     under seeds 1 and 2 (results/fidelity/ecmp-hash/). Open vSwitch's hash, applied to the testbed's fixed
     5-tuples, must predict them; a salted hash does not."""
     import os
-    import sys
     from collections import defaultdict
 
-    from core.ring import ring_bytes_per_rank
+    from analysis.suite import SUITE_DIR, fabric_flags
     from cli import run as runner
-    project = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sys.path.insert(0, os.path.join(project, "scripts"))
-    import suite
-    args = runner.build_parser().parse_args(["--scenario", os.path.join(suite.SUITE_DIR, "headline.yaml"),
-                                             "--engine", "fluid", *suite.fabric_flags("headline")])
+    from core.ring import ring_bytes_per_rank
+    args = runner.build_parser().parse_args(["--scenario", os.path.join(SUITE_DIR, "headline.yaml"),
+                                             "--engine", "fluid", *fabric_flags("headline")])
     resolved = runner.validate(args)
     view = resolved["layout"].view()
     measured = {(0, 1): 0.397, (1, 2): 0.289, (2, 3): 0.394, (3, 0): 0.371}

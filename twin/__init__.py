@@ -191,7 +191,7 @@ def summarize(jobs: Sequence[JobSpec], result: RunResult) -> Dict[str, Any]:
             "op_time_by_bucket_s": {str(b): float(np.mean(v)) for b, v in sorted(by_bucket.items())},
             # Starvation timeouts are counted, overflow timeouts expected (twin/model.py): not always whole.
             "timeouts": round(float(result.timeouts.get(job.index, 0)), 1),
-            # How much of the figure rests on the starvation rule, a threshold (docs/twin.md, Against the suite).
+            # How much of the figure rests on the starvation rule, a threshold (docs/twin-log.md, Against the suite).
             "starvation_timeouts": round(float(result.starvation_timeouts.get(job.index, 0)), 1),
             "starved_flow_s": round(float(result.starved_flow_s.get(job.index, 0.0)), 3),
             "per_rank": per_rank,
@@ -209,7 +209,7 @@ def summarize(jobs: Sequence[JobSpec], result: RunResult) -> Dict[str, Any]:
 def starvation_notes(jobs: Sequence[Mapping[str, Any]]) -> List[str]:
     """What a run's results should say about its starved jobs: a job whose flows the starvation rule timed out has
     a figure that rests on a threshold, and such jobs were the twin's largest misses against the emulation
-    (docs/twin.md, Against the suite)."""
+    (docs/twin-log.md, Against the suite)."""
     starved = [j for j in jobs if (j.get("starvation_timeouts") or 0) > 0]
     if not starved:
         return []
@@ -217,7 +217,7 @@ def starvation_notes(jobs: Sequence[Mapping[str, Any]]) -> List[str]:
                       f"summed over its flows)" for j in starved)
     return [f"the starvation rule (a flow under starve_share of its host link for rto_s times out) decides part of "
             f"the figures of {named}; the twin's figures for starved jobs are its least reliable: check them in "
-            f"the emulation (docs/twin.md, Against the suite)"]
+            f"the emulation (docs/twin-log.md, Against the suite)"]
 
 
 def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, *, run_id: Optional[str] = None,

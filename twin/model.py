@@ -19,24 +19,24 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
 ``job_fifo_order``  how far a class FIFO serves a job's operations in launch order: among one job's flows
                     with the same class and route, this share of each one's max-min rate goes to the flow of the
                     operation launched first (0: the fluid model's fair sharing; 1: strictly first come, first
-                    served inside the job). Not calibrated: measured against the suite in docs/twin.md.
+                    served inside the job). Not calibrated: measured against the suite in docs/twin-log.md.
 ``progress_weight`` sharing that is not max-min: inside a class, a flow's weight is 1 plus this times the
                     fraction of its operation's ring steps done (weighted max-min), so the operation that is
                     further along gets more and jobs in step drift apart. Not calibrated: tried against the
-                    suite in docs/twin.md.
+                    suite in docs/twin-log.md.
 ``share_cv``        sharing that is not exactly fair: inside a class, each ring step (each ring, pipelined) weighs
                     a number drawn when it starts, from a gamma distribution of mean 1 and this coefficient of
                     variation (the run's seed), and gets its weight times its bottleneck's level (weighted
                     max-min). TCP flows in one FIFO do not get equal shares over a step of a few round trips;
                     noise of this kind lets jobs that max-min sharing keeps in one phase drift apart. Not
-                    calibrated: tried against the suite in docs/twin.md. 0: max-min.
+                    calibrated: tried against the suite in docs/twin-log.md. 0: max-min.
 ``fifo_order``      how far a class FIFO serves the steps in it first come, first served instead of sharing it:
                     that share of each class's part of the links goes to the steps in the order they started,
                     each taking what its path has left (twin/network.py ``first_come``), the rest is shared
                     max-min. A step of a few packets, fewer than its FIFO holds, goes through the FIFO nearly
                     whole behind the ones that came before it; max-min sharing slows equal steps equally and
                     keeps equal jobs in one phase, first come, first served lets the one ahead stay ahead.
-                    Not calibrated: tried against the suite in docs/twin.md. 0: max-min.
+                    Not calibrated: tried against the suite in docs/twin-log.md. 0: max-min.
 ``share_alpha``     sharing that is alpha-fair instead of max-min inside a class (twin/network.py ``alpha_fair``):
                     1 is proportional fairness, 2 the sharing TCP Reno's window rule converges to (minimum
                     potential delay), large values approach max-min. Max-min gives a flow its bottleneck's fair
@@ -55,7 +55,7 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     the packets the port has already taken are sent before the next step's, whatever its priority.
                     A step whose path crosses a link where a lower class gets more than its floor waits the gap
                     before it (since its connection's previous step), at most this many packet times (1500 bytes
-                    at the link's rate). Measured, not fitted: scripts/bench_priority_share.py, a message flow in
+                    at the link's rate). Measured, not fitted: bench/priority_share.py, a message flow in
                     a higher class and bulk flows in a lower one, 2.1-2.8 packet times per message at 2.5, 5 and
                     10 Mbit/s after a pause of 5 ms or more (whatever the message's size and the number of lower
                     flows), about the pause after a shorter one (1.8 ms after 2 ms at 5 Mbit/s), 0.2 packet times
@@ -73,7 +73,7 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     capacity came back earlier (the calibrated model). With ``rto_backoff`` 0 it times out once,
                     at the onset, and goes on as soon as capacity is back, as if its RTO had grown with the RTT
                     it measured under the class floor (RFC 6298) and no timer were left to wait for; tried
-                    against the suite, it made ByteScheduler's pairs optimistic (docs/twin.md). 0: off.
+                    against the suite, it made ByteScheduler's pairs optimistic (docs/twin-log.md). 0: off.
 ``rto_rttvar``      a connection's retransmission timer follows its RTT variance, as Linux's does (RFC 6298: the
                     smoothed RTT plus four mean deviations, at least 200 ms): a packet that waited in its FIFO
                     through a starvation of D seconds is an RTT sample D above the others, which raises the
@@ -82,11 +82,11 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     connection spends sending (a round trip: its FIFOs' length at the link rate), not while it is
                     idle. The timer (at least ``rto_s``) is what a starved flow waits for, what an overflow
                     timeout costs and, with ``rto_backoff`` 0, how long a starvation must last to count as a
-                    timeout. scripts/tcp_timers.py measured such timers (docs/twin.md); tried against the suite,
+                    timeout. research/tcp_timers.py measured such timers (docs/twin-log.md); tried against the suite,
                     not calibrated. 0: ``rto_s`` always.
 ``starve_backoff_flows`` the backoff rule applies to a flow starved while its class FIFO on a saturated link of
                     its path holds at least this many flows (itself included); one with fewer takes the
-                    ``rto_backoff`` 0 reading. scripts/bench_starvation.py measured a flow alone at the class floor
+                    ``rto_backoff`` 0 reading. bench/starvation.py measured a flow alone at the class floor
                     going on within 0.02 s of the starvation's end, and flows that share the FIFO losing packets
                     and timing out. 1: every starved flow follows ``rto_backoff`` (the calibrated model).
 ``overflow_timeouts`` retransmission timeouts (each costing ``rto_s``) expected per ring step that crossed a
@@ -99,13 +99,13 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     Mbit/s: 0.75 at 2.5) instead of a fixed number of packets. 0: packets at every rate. The
                     calibrated model states it at 5 Mbit/s, its fit's rate (nothing changes there): counted in
                     packets the rule put ECMP 0.14-0.19 low at 2.5 Mbit/s; as a time of the link it kept ECMP
-                    within the bands at 2.5 and, held out, at 3.5 and 10 Mbit/s (docs/twin.md, At other link
+                    within the bands at 2.5 and, held out, at 3.5 and 10 Mbit/s (docs/twin-log.md, At other link
                     rates).
 ``class_change_s``  what a live class change costs a flow that was starved in its old class (sending at under
                     ``starve_share`` of its host link) while it had bytes in flight: those bytes stay in the old
                     FIFO and TCP resends them once the flow's later packets, in the new class, are acknowledged;
                     it stops for this long. A flow that was not starved goes on at once.
-                    scripts/bench_class_change.py measured, per raise out of a busy class, 0.04-0.11 s (medians)
+                    bench/class_change.py measured, per raise out of a busy class, 0.04-0.11 s (medians)
                     for bulk flows under tcp and 0.12-0.24 s under lossless (0.1 calibrated), and nothing out of
                     an idle class. 0: off.
 ``class_change_strands`` 1: the same only where more of the flow's step follows what it has in flight (its window,
@@ -114,14 +114,14 @@ TCP, Open vSwitch and Linux that are not scheduling; each has one parameter here
                     rate or its timer (``rto_s``, at least the profile's minimum) fires, whichever is first (one
                     timeout then). The benchmark measured such tails (messages of one window): 0.12-0.68 s and
                     one timeout per raise under tcp, 0.78-1.32 s draining at the class floor under lossless. Tried
-                    against the suite and not calibrated (docs/twin.md). 0: off.
+                    against the suite and not calibrated (docs/twin-log.md). 0: off.
 
 Two parameters of the controller are not artefacts and are the same in both models: ``event_latency_s`` (worker
 to controller) and ``reaction_latency_s`` (decision to rules in the switches); ``decide_batch_s`` is how long the
 controller collects events before deciding once for all of them (it handles events in batches).
 
 ``IDEAL`` has every artefact off. ``calibrated()`` reads the fitted terms from ``twin/calibrated.json``, which
-``scripts/fit_twin.py`` writes from finished ECMP emulation runs only (so that any agreement on the other
+``research/fit_twin.py`` writes from finished ECMP emulation runs only (so that any agreement on the other
 policies is a prediction, not a fit); the measured terms (``goodput``, ``rto_s``, ``priority_hol_packets`` and
 its short-gap rule, ``class_change_s``) come from benchmarks. ``physical()``
 keeps those and turns the fitted delays off (``step_latency_s``, ``queue_delay_s``, ``queue_backlog``,
@@ -202,7 +202,7 @@ IDEAL = ModelParams()
 #: The link rate of the emulation runs the calibration was fitted and measured on (scripts/suite.py's).
 CALIBRATION_RATE_MBPS = 5.0
 #: The link rates at which the calibrated twin was checked against emulation runs it was not fitted on
-#: (docs/twin.md, At other link rates): the suite at 2.5 and 3.5 Mbit/s, the suite and the headline at 10.
+#: (docs/twin-log.md, At other link rates): the suite at 2.5 and 3.5 Mbit/s, the suite and the headline at 10.
 CHECKED_RATES_MBPS = (2.5, 10.0)
 
 
@@ -211,7 +211,7 @@ def calibration_notes(params: ModelParams, host_rate_mbps: float, fabric_rate_mb
     """What a run's results should say about the model's terms at the run's rates. The overflow-timeout rule was
     fitted at CALIBRATION_RATE_MBPS; counted in packets per flow (``fifo_flow_rate_mbps`` 0) it did not carry to
     2.5 or 3.5 Mbit/s, stated as a time of the link (the calibrated model) it did, and the calibration as a whole
-    was checked from 2.5 to 10 Mbit/s only (docs/twin.md, At other link rates)."""
+    was checked from 2.5 to 10 Mbit/s only (docs/twin-log.md, At other link rates)."""
     rates = {host_rate_mbps, fabric_rate_mbps}
     overflow_on = params.overflow_timeouts > 0 and params.rto_s > 0 and not lossless
     notes = []
@@ -221,7 +221,7 @@ def calibration_notes(params: ModelParams, host_rate_mbps: float, fabric_rate_mb
                      f"2.5 Mbit/s it expected 8-80 times the emulation's ECMP timeouts on the suite's pairs and put "
                      f"ECMP up to 0.19 low; --twin-set fifo_flow_rate_mbps={CALIBRATION_RATE_MBPS:g} (the "
                      f"calibrated model's) states it as a time of the link, which held at 2.5, 3.5 and 10 Mbit/s "
-                     f"(docs/twin.md, At other link rates)")
+                     f"(docs/twin-log.md, At other link rates)")
     low, high = CHECKED_RATES_MBPS
     outside = sorted(r for r in rates if not low <= r <= high)
     if outside and any(getattr(params, name) != getattr(IDEAL, name) for name in ARTEFACTS):
@@ -233,7 +233,7 @@ def calibration_notes(params: ModelParams, host_rate_mbps: float, fabric_rate_mb
 
 #: The calibrated model's measured terms (goodput, rto_s, rto_backoff, priority_hol_*, class_change_s), the form of
 #: its overflow rule (fifo_flow_packets stated at the calibration's rate, so a time of the link: held out at 3.5
-#: and 10 Mbit/s, docs/twin.md), and its fitted terms until a fit is written (the prototype's values).
+#: and 10 Mbit/s, docs/twin-log.md), and its fitted terms until a fit is written (the prototype's values).
 DEFAULT_CALIBRATION = {"goodput": 0.956, "step_latency_s": 0.004, "queue_delay_s": 0.030, "rto_s": 0.2,
                        "rto_backoff": 1.0, "priority_hol_packets": 2.5, "priority_hol_min_packets": 0.7,
                        "priority_hol_floor_packets": 0.2, "class_change_s": 0.1,
@@ -241,7 +241,7 @@ DEFAULT_CALIBRATION = {"goodput": 0.956, "step_latency_s": 0.004, "queue_delay_s
 
 
 def calibrated(path: str = CALIBRATED_FILE) -> ModelParams:
-    """The calibrated model: the fitted terms of ``path`` (written by scripts/fit_twin.py) over the defaults."""
+    """The calibrated model: the fitted terms of ``path`` (written by research/fit_twin.py) over the defaults."""
     terms = dict(DEFAULT_CALIBRATION)
     try:
         with open(path) as f:
