@@ -17,8 +17,8 @@ model's, as testbed/run.py's). Sizes and their scenarios:
 * 1024: workloads/scenarios/scale-1024.yaml on 8 spines, 32 leaves of 32 hosts;
 * 4096: 64 tenants of 64 workers on 16 spines, 64 leaves of 64 hosts.
 
-Target (docs/twin-log.md, Scale): 1,024 GPUs in at most 60 s for each of ecmp, crux and flux. Prints JSON: one record per
-run (wall_s of the whole run including set-up, sim_s simulated, peak_rss_mb, cluster utilisation) and, with
+Target (docs/twin-log.md, Scale): 1,024 GPUs in at most 60 s for each of ecmp, crux and flux. Prints JSON: one
+record per run (wall_s of the whole run including set-up, sim_s simulated, peak_rss_mb, cluster utilisation) and, with
 ``--figure``, a log-log plot of wall time against GPUs.
 """
 from __future__ import annotations
@@ -79,7 +79,7 @@ def one(gpus: int, scheduler: str, ring_model: str = "auto", overflow_pieces: in
         jobs = parsed.resolve(layout.host_tuples(), spec.host_rate_mbps).jobs
     else:
         resolved = twin.prepare(scenario, spec)
-        layout, jobs = resolved["layout"], resolved["jobs"]
+        layout, jobs = resolved.layout, resolved.jobs
     model = twin.parse_model_overrides(model_overrides)
     r = twin.simulate(layout, jobs, scheduler, {}, model, "strict", 0.01, 1, ring_model=ring_model)
     wall = time.perf_counter() - t0

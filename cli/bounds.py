@@ -49,13 +49,13 @@ def alone_scenarios(scenario_path: str, runner_flags) -> tuple:
     """(resolved full scenario, {job name: scenario dict of that job alone}) as the runner would resolve it."""
     args = runner.build_parser().parse_args(["--scenario", scenario_path, *runner_flags])
     resolved = runner.validate(args)
-    full = resolved["scenario"]
+    full = resolved.scenario
     with open(scenario_path, encoding="utf-8") as f:
         data = yaml.safe_load(f)
     base = os.path.dirname(os.path.abspath(scenario_path))
     shipped = set(available_profiles())
     out = {}
-    for job, spec in zip(resolved["jobs"], data["jobs"]):
+    for job, spec in zip(resolved.jobs, data["jobs"]):
         item = dict(spec, hosts=list(job.hosts), start_offset_s=0.0)
         if item["model"] not in shipped:  # a profile file next to the scenario: keep it reachable from /tmp
             item["model"] = os.path.join(base, item["model"])
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
         os.makedirs(work, exist_ok=True)
         named = any(flag == "--twin-model" or flag.startswith("--twin-model=") for flag in args.runner_flags)
         model_flags = ["--twin-model", "physical"] if args.engine == "fluid" and not named else []
-        for spec in resolved["jobs"]:
+        for spec in resolved.jobs:
             path = os.path.join(work, f"{spec.name}.yaml")
             with open(path, "w", encoding="utf-8") as f:
                 yaml.safe_dump(alone[spec.name], f)
@@ -125,6 +125,6 @@ def main(argv=None) -> int:
                 weighted += spec.workers * best
     complete = all(j["u_bound"] is not None for j in jobs.values())
     print(json.dumps({"scenario": args.scenario, "engine": args.engine, "runner_flags": args.runner_flags,
-                      "time_scale": resolved["scenario"].scaling.time_scale, "jobs": jobs,
+                      "time_scale": resolved.scenario.scaling.time_scale, "jobs": jobs,
                       "cluster_u_bound": weighted / gpus if complete and gpus else None}, indent=2))
     return 0 if complete else 1

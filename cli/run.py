@@ -27,9 +27,9 @@ from core.fabric import DEFAULT_FATTREE_K, TOPOLOGIES, FabricLayout, FabricSpec
 from core.transport import CONGESTION_CONTROLS, DEFAULT_PROFILE, PROFILES, profile
 from experiment.exits import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNFAITHFUL,  # noqa: F401
                               BadInput, Interrupted, clear_signals, on_signal, outcome)
+from experiment.plan import EmulationSettings, RunPlan, TwinSettings
 from testbed import emulation, qos
 
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOG = logging.getLogger("flux.run")
 
 # One path component that is not "." or "..": a run id names a folder under results/.
@@ -132,8 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ------------------------------------------------------------------------------------------------ validation
-def validate(args) -> dict:
-    """Check everything that can be checked before anything starts. Returns resolved pieces."""
+def validate(args) -> RunPlan:
+    """Check everything that can be checked before anything starts; the run's plan."""
     from controller.schedulers.registry import module_root, parse_params, scheduler_class
     try:
         scheduler_class(args.scheduler)
@@ -162,7 +162,7 @@ def validate(args) -> dict:
         from twin.model import parse_model_overrides, resolve_model
         try:
             parse_model_overrides(args.twin_set, resolve_model(args.twin_model))
-        except ValueError as exc:
+        except (ValueError, OSError) as exc:
             raise BadInput(f"--twin-model/--twin-set: {exc}")
     if args.run_id is not None and not SAFE_RUN_ID.fullmatch(args.run_id):
         raise BadInput(f"--run-id {args.run_id!r}: use one folder name of letters, digits and . _ + - "
@@ -209,8 +209,20 @@ def validate(args) -> dict:
         transport = profile(args.transport, args.congestion_control)
     except ValueError as exc:
         raise BadInput(str(exc))
-    return {"spec": spec, "layout": layout, "params": params, "scenario_path": os.path.abspath(path),
-            "scenario": resolved, "jobs": jobs, "faults": faults, "transport": transport}
+    plan = RunPlan(
+        spec=spec, layout=layout, scenario=resolved, jobs=jobs, scheduler=args.scheduler, scheduler_params=params,
+        scenario_path=os.path.abspath(path), faults=faults, transport=transport, seed=args.seed,
+        class_floor=args.class_floor, class_mode=args.class_mode, queue_ms=args.queue_ms,
+        time_limit_s=args.time_limit, iterations_override=args.iterations,
+        command=" ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+        # Every flag by name (the fabric's shape as used), so that a sweep can read back any axis.
+        flags={name.replace("_", "-"): value for name, value in sorted(vars(args).items())}, quiet=args.quiet,
+        emulation=EmulationSettings(poll_interval_s=args.poll_interval, controller_recovery=args.controller_recovery,
+                                    datapath=args.datapath, skip_checks=args.skip_checks,
+                                    no_workload=args.no_workload),
+        twin=TwinSettings(model=args.twin_model, overrides=tuple(args.twin_set), hash_model=args.twin_hash,
+                          ring_model=args.twin_ring_model))
+    return plan.named(args.run_id, args.out)
 
 
 def fabric_spec(args) -> FabricSpec:
@@ -252,23 +264,12 @@ def check_out_dir(out: str) -> None:
         raise BadInput(f"--out {out}: cannot create or write it ({parent} is not a writable directory)")
 
 
-def run_fluid(args, resolved: dict) -> int:
+def run_fluid(plan: RunPlan) -> int:
     """The same experiment in the flow-level twin (twin/): no root, no fabric, the same results folder."""
     import twin
-    run_id = emulation.run_id_of(args, resolved["scenario"].name)
-    out = os.path.abspath(args.out or os.path.join(PROJECT_DIR, "results", run_id))
-    if not args.quiet:
-        LOG.info("run %s -> %s (fluid engine, %s model)", run_id, out, args.twin_model)
-    try:
-        return twin.run_fluid(resolved, scheduler=args.scheduler, seed=args.seed, out=out, run_id=run_id,
-                              class_mode=args.class_mode, class_floor=args.class_floor, model=args.twin_model,
-                              model_overrides=args.twin_set, hash_model=args.twin_hash,
-                              ring_model=args.twin_ring_model,
-                              flags={name.replace("_", "-"): value for name, value in sorted(vars(args).items())},
-                              command=" ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-                              time_limit_s=args.time_limit, quiet=args.quiet, queue_ms=args.queue_ms)
-    except (ValueError, OSError) as exc:
-        raise BadInput(f"--twin-model: {exc}")
+    if not plan.quiet:
+        LOG.info("run %s -> %s (fluid engine, %s model)", plan.run_id, plan.out, plan.twin.model)
+    return twin.run_fluid(plan)
 
 
 def main(argv=None) -> int:
@@ -290,10 +291,10 @@ def _main(argv) -> int:
         logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                             format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
         try:
-            resolved = validate(args)
+            plan = validate(args)
             if args.engine == "fluid":
-                return run_fluid(args, resolved)
-            emulation.preflight(args.datapath, resolved["transport"].congestion_control)
+                return run_fluid(plan)
+            emulation.preflight(plan.emulation.datapath, plan.transport.congestion_control)
         except BadInput as exc:
             sys.stderr.write(f"run.py: {exc}\n")
             return EXIT_BAD_INPUT
@@ -304,7 +305,7 @@ def _main(argv) -> int:
         sys.stderr.write(f"run.py: interrupted ({exc}) before the fabric was started\n")
         return EXIT_INTERRUPTED
     try:
-        return emulation.run(args, resolved)
+        return emulation.run(plan)
     except Interrupted as exc:  # between the checks and the start of the fabric: nothing to tear down
         sys.stderr.write(f"run.py: interrupted ({exc}) before the fabric was started\n")
         return EXIT_INTERRUPTED

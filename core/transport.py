@@ -80,6 +80,14 @@ class TransportProfile:
     def to_dict(self) -> Dict[str, object]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: Optional[Dict[str, object]]) -> "TransportProfile":
+        """A profile as a run's config records it (None or {}: the default profile, as before profiles were
+        recorded)."""
+        if not d:
+            return PROFILES[DEFAULT_PROFILE]
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
 
 PROFILES: Dict[str, TransportProfile] = {
     "tcp": TransportProfile("tcp"),

@@ -92,9 +92,9 @@ def twin_figures(resolved, scheduler, seeds, class_floor, config=None):
     """The twin's figures per seed; ``config`` (a recorded run's) sizes the class FIFOs as that run did."""
     out = []
     for seed in seeds:
-        r = twin.simulate(resolved["layout"], resolved["jobs"], scheduler, {}, "calibrated", "strict", class_floor,
+        r = twin.simulate(resolved.layout, resolved.jobs, scheduler, {}, "calibrated", "strict", class_floor,
                           seed, **twin.fifo_settings(config or {}))
-        f = twin.summarize(resolved["jobs"], r)
+        f = twin.summarize(resolved.jobs, r)
         out.append({"seed": seed, "cluster": f["cluster"]["gpu_utilization"],
                     "jobs": {j["name"]: j["gpu_utilization"] for j in f["jobs"]}, "timeouts": sum(r.timeouts.values()),
                     "wall_s": r.wall_s})

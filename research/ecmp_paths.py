@@ -65,7 +65,7 @@ def flow_ports(config: Mapping[str, Any]) -> Tuple[list, Dict[str, dict]]:
     from twin import prepare_recorded
     from twin.network import hashed_path
     resolved = prepare_recorded(config)
-    layout, jobs = resolved["layout"], resolved["jobs"]
+    layout, jobs = resolved.layout, resolved.jobs
     view = layout.view()
     ports: Dict[str, dict] = defaultdict(lambda: {"bytes_predicted": 0.0, "flows": []})
     for job in jobs:

@@ -1,37 +1,29 @@
 """The emulation engine: one run on Mininet, Open vSwitch, the Ryu controller and real TCP, into a results folder.
 
-``run(args, resolved)`` takes a plan that cli/run.py has checked (nothing here validates flags) and goes through
-its phases, each printed as it starts: fabric and controller start, all-pairs reachability, a priority check
-(two flows in different classes through one congested port), the scenario's training jobs (ring all-reduce over
-TCP), then the summary. Everything is torn down on every exit path (normal end, error, Ctrl-C, SIGTERM); after a
-SIGKILL the next run removes what was left (``clean_stale``).
+``run(plan)`` takes a plan (experiment/plan.py) that cli/run.py has checked (nothing here validates flags) and
+goes through its phases, each printed as it starts: fabric and controller start, all-pairs reachability, a
+priority check (two flows in different classes through one congested port), the scenario's training jobs (ring
+all-reduce over TCP), then the summary. Everything is torn down on every exit path (normal end, error, Ctrl-C,
+SIGTERM); after a SIGKILL the next run removes what was left (``clean_stale``).
 """
 from __future__ import annotations
 
 import logging
 import os
 import platform
-import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from typing import List, Optional
 
 from core.transport import available_congestion_controls
 from experiment.exits import EXIT_FAILED, EXIT_INTERRUPTED, BadInput, Interrupted, outcome, raise_if_signalled
+from experiment.plan import RunPlan
 from testbed import ovs, state
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOG = logging.getLogger("flux.run")
-
-
-def run_id_of(args, scenario_name: str) -> str:
-    """The run's folder name: given, or the time, scheduler, scenario and seed (a ``module:Class`` scheduler's
-    punctuation made safe for a folder name)."""
-    scheduler = re.sub(r"[^A-Za-z0-9_+-]+", "-", args.scheduler)
-    return args.run_id or "{}-{}-{}-s{}".format(time.strftime("%Y%m%d-%H%M%S"), scheduler, scenario_name, args.seed)
 
 
 def preflight(datapath: str = "auto", congestion_control: Optional[str] = None) -> None:
@@ -83,39 +75,25 @@ def versions() -> dict:
             **code_version(PROJECT_DIR)}
 
 
-def run(args, resolved: dict) -> int:
+def run(plan: RunPlan) -> int:
+    from experiment.results import JobSummary, RunFolder, RunSummary
     from testbed import fidelity, jobs as training, reconstruct
     from testbed.fabric import Testbed, TestbedError
-    from experiment.results import JobSummary, RunFolder, RunSummary
 
-    scenario = resolved["scenario"]
-    run_id = run_id_of(args, scenario.name)
-    out = os.path.abspath(args.out or os.path.join(PROJECT_DIR, "results", run_id))
+    scenario, emu, out = plan.scenario, plan.emulation, plan.out
     folder = RunFolder(out)
-    config = {
-        "engine": "emulation",
-        "run_id": run_id, "scheduler": args.scheduler, "scheduler_params": resolved["params"],
-        "scenario_file": resolved["scenario_path"], "scenario": scenario.to_dict(), "seed": args.seed,
-        "fabric": vars(resolved["spec"]) | {"oversubscription": resolved["spec"].oversubscription},
-        "poll_interval_s": args.poll_interval, "class_floor": args.class_floor, "queue_ms": args.queue_ms,
-        "class_mode": args.class_mode, "transport": resolved["transport"].to_dict(),
-        "iterations_override": args.iterations, "time_limit_s": args.time_limit,
-        "faults": [f.text for f in resolved["faults"]], "controller_recovery": args.controller_recovery,
-        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-        # Every flag by name, so that a sweep can read back any axis without knowing the keys above.
-        "flags": {name.replace("_", "-"): value for name, value in sorted(vars(args).items())},
-    }
+    config = plan.emulation_config()
     folder.write_config(config)
-    summary = RunSummary(run_id=run_id, config=config, versions=versions(), seed=args.seed,
+    summary = RunSummary(run_id=plan.run_id, config=config, versions=versions(), seed=plan.seed,
                          extra={"started_at": time.time()})
-    spec = resolved["spec"]
-    LOG.info("run %s -> %s", run_id, out)
-    datapath = None if args.datapath == "auto" else args.datapath
-    tb = Testbed(spec, out, scheduler=args.scheduler, scheduler_params=resolved["params"],
-                 jobs=[] if args.no_workload else resolved["jobs"], poll_interval_s=args.poll_interval,
-                 class_floor=args.class_floor, queue_ms=args.queue_ms, run_id=run_id, datapath=datapath,
-                 class_mode=args.class_mode, restart_controllers=args.controller_recovery == "restart",
-                 transport=resolved["transport"])
+    spec = plan.spec
+    LOG.info("run %s -> %s", plan.run_id, out)
+    datapath = None if emu.datapath == "auto" else emu.datapath
+    tb = Testbed(spec, out, scheduler=plan.scheduler, scheduler_params=plan.scheduler_params,
+                 jobs=[] if emu.no_workload else plan.jobs, poll_interval_s=emu.poll_interval_s,
+                 class_floor=plan.class_floor, queue_ms=plan.queue_ms, run_id=plan.run_id, datapath=datapath,
+                 class_mode=plan.class_mode, restart_controllers=emu.controller_recovery == "restart",
+                 transport=plan.transport)
     code = EXIT_FAILED
     unexpected = False
     try:
@@ -131,7 +109,7 @@ def run(args, resolved: dict) -> int:
                             if p < granularity["min_packets_per_op"]))
         LOG.info("[1/4] fabric: %s, %d hosts, host %g / fabric %g Mbit/s "
                  "(oversubscription %.2f:1), %s datapath, scheduler %s", spec.describe(), spec.hosts,
-                 spec.host_rate_mbps, spec.fabric_rate_mbps, spec.oversubscription, tb.datapath, args.scheduler)
+                 spec.host_rate_mbps, spec.fabric_rate_mbps, spec.oversubscription, tb.datapath, plan.scheduler)
         tb.start()
         raise_if_signalled()
         summary.timings = dict(tb.timings)
@@ -141,7 +119,7 @@ def run(args, resolved: dict) -> int:
         LOG.info("      up in %.1f s (build %.1f, start+controller %.1f)", tb.timings["build_s"]
                  + tb.timings["start_s"], tb.timings["build_s"], tb.timings["start_s"])
         checks = {}
-        if not args.skip_checks:
+        if not emu.skip_checks:
             LOG.info("[2/4] checks: all-pairs reachability, priority classes on a congested port")
             failures = tb.check_reachability()
             checks["reachability"] = {"pairs": spec.hosts * (spec.hosts - 1), "failed": failures}
@@ -160,23 +138,23 @@ def run(args, resolved: dict) -> int:
             LOG.info("[2/4] checks skipped")
         summary.checks = checks
         raise_if_signalled()
-        if args.no_workload:
+        if emu.no_workload:
             LOG.info("[3/4] no workload (--no-workload)")
         else:
             jobs_text = ", ".join(f"{j.name} ({j.model.name}, {j.workers} workers, {j.iterations} it)"
-                                  for j in resolved["jobs"])
+                                  for j in plan.jobs)
             LOG.info("[3/4] workload: %s", jobs_text)
             monitor = fidelity.FidelityMonitor(tb)
             monitor.start()
-            workload = training.run_jobs(tb, resolved["jobs"], folder, seed=args.seed,
-                                         time_limit_s=args.time_limit, progress=not args.quiet,
-                                         faults=resolved["faults"], monitor=monitor,
+            workload = training.run_jobs(tb, plan.jobs, folder, seed=plan.seed,
+                                         time_limit_s=plan.time_limit_s, progress=not plan.quiet,
+                                         faults=plan.faults, monitor=monitor,
                                          interrupted=raise_if_signalled)
             monitor.finish()
             summary.jobs = [JobSummary.from_dict(j) for j in workload.pop("jobs")]
             summary.cluster = workload.pop("cluster")
             summary.extra.update(workload)
-            summary.fidelity = fidelity.verdict(folder, tb, monitor, resolved["jobs"], summary.jobs,
+            summary.fidelity = fidelity.verdict(folder, tb, monitor, plan.jobs, summary.jobs,
                                                 min_packets=scenario.granularity.get("min_packets_per_op") or 0)
         # Whatever happened to the controllers anywhere in the run is said, and fails it: figures taken while the
         # scheduler was dead are not the scheduler's.
@@ -186,7 +164,7 @@ def run(args, resolved: dict) -> int:
         failures = problems + (["workers failed: " + ", ".join(summary.extra["workers_failed"])]
                                if summary.extra.get("workers_failed") else [])
         if summary.extra.get("timed_out"):
-            failures.append(f"time limit of {args.time_limit:g} s reached")
+            failures.append(f"time limit of {plan.time_limit_s:g} s reached")
         summary.ok, error, code = outcome(failures, summary.faithful)
         summary.error = error or summary.error
     except Interrupted as exc:

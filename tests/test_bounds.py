@@ -14,11 +14,11 @@ HEADLINE = os.path.join(PROJECT_DIR, "workloads", "scenarios", "headline.yaml")
 
 
 def test_each_job_alone_keeps_its_hosts_buckets_and_the_full_time_scale():
-    resolved, alone = bounds.alone_scenarios(HEADLINE, ["--host-rate", "5", "--fabric-rate", "5"])
-    full = resolved["scenario"]
-    assert set(alone) == {j.name for j in resolved["jobs"]}
+    plan, alone = bounds.alone_scenarios(HEADLINE, ["--host-rate", "5", "--fabric-rate", "5"])
+    full = plan.scenario
+    assert set(alone) == {j.name for j in plan.jobs}
     hosts = [(f"h{k}", f"10.0.0.{k}", (k - 1) // 4) for k in range(1, 17)]
-    for job in resolved["jobs"]:
+    for job in plan.jobs:
         data = alone[job.name]
         assert data["time_scale"] == full.scaling.time_scale and data["jobs"][0]["hosts"] == list(job.hosts)
         (again,) = scenario_from_dict(data).resolve(hosts, 5.0).jobs

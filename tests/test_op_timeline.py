@@ -36,9 +36,9 @@ def test_op_time_skew_spread_and_delivery_by_hand():
 def recorded(tmp_path):
     """A twin run's folder dressed as an emulation run: its workers' logs written from the twin's own trace, so
     that the two engines agree exactly until a test changes the logs."""
-    resolved = twin.prepare("smoke", FabricSpec(2, 4, 4, 10.0, 10.0))
     run = tmp_path / "run"
-    assert twin.run_fluid(resolved, "crux", 1, str(run), quiet=True) == 0
+    plan = twin.prepare("smoke", FabricSpec(2, 4, 4, 10.0, 10.0), scheduler="crux", quiet=True).named(out=str(run))
+    assert twin.run_fluid(plan) == 0
     summary = json.load(open(run / "summary.json"))
     summary["config"]["engine"] = "emulation"
     json.dump(summary, open(run / "summary.json", "w"))

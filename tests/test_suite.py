@@ -28,7 +28,7 @@ def test_every_suite_scenario_resolves_on_its_fabric_and_says_what_it_tests(name
     assert "Tests:" in header and "Theory:" in header, name
     args = runner.build_parser().parse_args(["--scenario", path, "--engine", "fluid", *fabric_flags(name)])
     resolved = runner.validate(args)
-    assert len(resolved["jobs"]) >= 2
+    assert len(resolved.jobs) >= 2
 
 
 def test_the_suite_names_the_issues_scenarios():
@@ -102,7 +102,7 @@ def placed_suite():
         path = os.path.join(SUITE_DIR, name + ".yaml")
         args = runner.build_parser().parse_args(["--scenario", path, "--engine", "fluid", *fabric_flags(name)])
         resolved = runner.validate(args)
-        yield name, resolved["jobs"], resolved["layout"].view()
+        yield name, resolved.jobs, resolved.layout.view()
 
 
 def test_contiguous_compression_differs_from_crux_only_where_jobs_are_equally_intensive():

@@ -1,6 +1,7 @@
 """The flow-level twin: rate allocation on hand-computed cases, the ring against its analytic time, the engine
 with the project's schedulers, and the results folder it writes."""
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from controller.schedulers.base import Scheduler
 from core.fabric import FabricLayout, FabricSpec
 from core.model import Bucket, Decision, JobSpec, ModelProfile
 from core.ring import ring_steps
+from experiment.plan import RunPlan, TwinSettings
 from twin.engine import chunk_bytes, step_chunk
 from twin.model import IDEAL, ModelParams
 from twin.network import Network, allocate, hashed_path, ovs_hash_map
@@ -162,12 +164,12 @@ def test_the_ovs_hash_model_predicts_the_byte_split_measured_on_the_switches():
     args = runner.build_parser().parse_args(["--scenario", os.path.join(SUITE_DIR, "headline.yaml"),
                                              "--engine", "fluid", *fabric_flags("headline")])
     resolved = runner.validate(args)
-    view = resolved["layout"].view()
+    view = resolved.layout.view()
     measured = {(0, 1): 0.397, (1, 2): 0.289, (2, 3): 0.394, (3, 0): 0.371}
 
     def shares(model, seed=1):
         load = defaultdict(lambda: [0.0, 0.0])
-        for j in resolved["jobs"]:
+        for j in resolved.jobs:
             for b, bucket in enumerate(j.model.buckets):
                 for rank in range(j.workers):
                     flow = j.flow(rank, b)
@@ -470,10 +472,10 @@ def test_run_fluid_writes_a_results_folder(tmp_path):
     spec = FabricSpec(2, 4, 4, 10.0, 10.0)
     layout = FabricLayout.from_spec(spec)
     scenario = load_scenario("smoke").resolve(layout.host_tuples(), 10.0)
-    resolved = {"spec": spec, "layout": layout, "params": {}, "scenario": scenario, "jobs": scenario.jobs,
-                "scenario_path": "smoke.yaml", "faults": []}
+    plan = RunPlan(spec=spec, layout=layout, scenario=scenario, jobs=scenario.jobs, scheduler="crux",
+                   scenario_path="smoke.yaml", quiet=True, flags={"engine": "fluid"})
     out = tmp_path / "run"
-    assert twin.run_fluid(resolved, "crux", 1, str(out), quiet=True, flags={"engine": "fluid"}) == 0
+    assert twin.run_fluid(replace(plan, out=str(out))) == 0
     folder = RunFolder(str(out))
     summary = folder.summary()
     assert folder.config()["engine"] == "fluid" and summary.engine == "fluid" and summary.ok
@@ -504,8 +506,8 @@ def test_run_fluid_writes_a_results_folder(tmp_path):
     outside = calibration_notes(twin.calibrated(), at_fit, 40.0)
     assert len(outside) == 1 and "40 Mbit/s" in outside[0] and "outside" in outside[0]
     assert calibration_notes(IDEAL, 1.0, 1.0) == [] and calibration_notes(IDEAL, 2.5, 2.5) == []
-    assert twin.run_fluid(resolved, "crux", 1, str(tmp_path / "packets"), quiet=True,
-                          model_overrides=["fifo_flow_rate_mbps=0"]) == 0
+    assert twin.run_fluid(replace(plan, out=str(tmp_path / "packets"),
+                                  twin=TwinSettings(overrides=("fifo_flow_rate_mbps=0",)))) == 0
     notes = json.load(open(tmp_path / "packets" / "summary.json"))["twin"]["notes"]
     assert any("overflow-timeout rule" in n for n in notes)
     assert written["versions"]["git_commit"] and written["versions"]["engine"] == "fluid"
@@ -513,14 +515,14 @@ def test_run_fluid_writes_a_results_folder(tmp_path):
     assert any(r["job"] == "__cluster__" and r["ok"] for r in rows)
     assert all(r["starvation_timeouts"] == 0 for r in rows if r["run_id"] == summary.run_id)
     # A term set over the model is the one the run used, and the summary says so.
-    assert twin.run_fluid(resolved, "crux", 1, str(tmp_path / "set"), quiet=True,
-                          model_overrides=["progress_weight=2", "goodput=0.9"]) == 0
+    assert twin.run_fluid(replace(plan, out=str(tmp_path / "set"),
+                                  twin=TwinSettings(overrides=("progress_weight=2", "goodput=0.9")))) == 0
     recorded = json.load(open(tmp_path / "set" / "summary.json"))["config"]["twin"]
     assert recorded["overrides"] == ["progress_weight=2", "goodput=0.9"]
     assert recorded["params"]["progress_weight"] == 2 and recorded["params"]["goodput"] == 0.9
     assert recorded["params"]["queue_backlog"] == twin.calibrated().queue_backlog   # the rest as calibrated
     # A run with faults is refused, not silently run without them.
-    assert twin.run_fluid(dict(resolved, faults=["x"]), "crux", 1, str(tmp_path / "f"), quiet=True) == 1
+    assert twin.run_fluid(replace(plan, out=str(tmp_path / "f"), faults=["x"])) == 1
 
 
 def test_model_parameters_are_checked():

@@ -7,29 +7,23 @@ experiment/results.py, with ``config.engine = "fluid"``. Its parameters (ideal o
 named) are in twin/model.py; docs/twin.md says what it models, how it was checked against the emulation, and
 where it disagrees.
 
-Calling it from the runner (after ``resolved = validate(args)``; for fabrics above the emulation's 250 hosts,
-validate the spec with ``spec.validate(max_hosts=twin.MAX_HOSTS)``)::
+Running a plan (experiment/plan.py; cli/run.py's ``validate(args)`` makes one from the flags, ``prepare``
+from a scenario file and a fabric; for fabrics above the emulation's 250 hosts, validate the spec with
+``spec.validate(max_hosts=twin.MAX_HOSTS)``)::
 
     import twin
-    code = twin.run_fluid(resolved, scheduler=args.scheduler, seed=args.seed, out=out_dir,
-                          run_id=run_id,                      # default: the folder's name
-                          class_mode=args.class_mode,         # "strict" | "weighted"
-                          class_floor=args.class_floor,       # the HTB floor per class (0.01 on the testbed)
-                          model="calibrated",                 # "ideal" | "calibrated" | ModelParams | JSON file
-                          hash_model="ovs",                   # ECMP: "ovs" (Open vSwitch's hash) | "salted"
-                          hash_seed=None,                     # salted hash's seed; None: the run's seed
-                          flags={...}, command="run.py ...",  # recorded in config.json, as the runner does
-                          time_limit_s=args.time_limit,       # simulated seconds
-                          quiet=args.quiet,                   # no summary on stdout
-                          ring_model="auto")                  # "steps" | "pipelined" | "auto" (see docs/twin.md)
-    # 0: ok, 1: failed (summary.json says why). ``resolved`` is validate()'s dict: spec, layout, params,
-    # scenario (ResolvedScenario), scenario_path, jobs, and faults (the twin refuses a run with faults).
+    plan = twin.prepare("smoke", spec, scheduler="crux", seed=1, quiet=True).named(out="/tmp/run")
+    code = twin.run_fluid(plan)     # 0: ok, 1: failed (summary.json says why); a plan with faults is refused
+
+``plan.twin`` (``TwinSettings``) names the model ("ideal" | "calibrated" | "physical" | ModelParams | a JSON
+file), its overrides, the ECMP hash ("ovs" | "salted") and the ring model ("steps" | "pipelined" | "auto").
 
 ``simulate(layout, jobs, scheduler, ...)`` runs a simulation and returns the engine's ``RunResult`` without
 writing anything (tests, benchmarks, the fit).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import time
@@ -42,6 +36,8 @@ from core.fabric import FabricLayout, FabricSpec
 from core.model import JobSpec
 from core.stats import percentile
 from core.queues import DEFAULT_QUEUE_MS
+from core.transport import DEFAULT_PROFILE, PROFILES, TransportProfile
+from experiment.plan import RunPlan
 from twin.engine import FluidSim, RunResult
 from twin.model import IDEAL, ModelParams, calibrated, calibration_notes, parse_model_overrides, resolve_model
 from twin.network import HASH_MODELS, Network
@@ -96,30 +92,33 @@ def replay_recorded(config: Mapping[str, Any], model: Union[str, ModelParams, Ma
     """Run the twin on a recorded run (summary.json's ``config``, either engine's): its jobs as placed, its
     scheduler (or ``scheduler``, then without the run's parameters), classes, FIFOs and seed (or ``seed``), under
     ``model``; ``options`` go to simulate(). Returns (jobs, RunResult)."""
-    resolved = prepare_recorded(config)
-    seed = int(config.get("seed") or 1) if seed is None else seed
-    params = (config.get("scheduler_params") or {}) if scheduler is None else {}
-    result = simulate(resolved["layout"], resolved["jobs"], scheduler or config["scheduler"], params, model,
-                      config.get("class_mode", "strict"), float(config.get("class_floor", 0.01)), seed,
-                      **fifo_settings(config), seed=seed, **options)
-    return resolved["jobs"], result
+    plan = prepare_recorded(config)
+    seed = plan.seed if seed is None else seed
+    params = plan.scheduler_params if scheduler is None else {}
+    result = simulate(plan.layout, plan.jobs, scheduler or plan.scheduler, params, model, plan.class_mode,
+                      plan.class_floor, seed, **transport_settings(plan.transport, plan.queue_ms), seed=seed,
+                      **options)
+    return plan.jobs, result
+
+
+def transport_settings(transport: Optional[TransportProfile], queue_ms: float = DEFAULT_QUEUE_MS) -> Dict[str, Any]:
+    """The FIFO and transport settings of simulate() (``queue_ms``, ``lossless``, ``window_packets``,
+    ``rto_min_s``) of a transport profile."""
+    transport = transport or PROFILES[DEFAULT_PROFILE]
+    return {"queue_ms": float(queue_ms or DEFAULT_QUEUE_MS), "lossless": transport.lossless,
+            "window_packets": transport.window_packets,
+            "rto_min_s": transport.rto_min_ms / 1000.0 if transport.rto_min_ms else None}
 
 
 def fifo_settings(config: Mapping[str, Any]) -> Dict[str, Any]:
-    """The FIFO and transport settings of simulate() (``queue_ms``, ``lossless``, ``window_packets``,
-    ``rto_min_s``) as a run's config (either engine's) records them."""
-    transport = config.get("transport") or {}
-    rto_min_ms = transport.get("rto_min_ms")
-    return {"queue_ms": float(config.get("queue_ms") or DEFAULT_QUEUE_MS),
-            "lossless": bool(transport.get("lossless", False)),
-            "window_packets": transport.get("window_packets"),
-            "rto_min_s": rto_min_ms / 1000.0 if rto_min_ms else None}
+    """``transport_settings`` as a run's config (either engine's) records them."""
+    return transport_settings(TransportProfile.from_dict(config.get("transport")), config.get("queue_ms"))
 
 
-def prepare(scenario: str, spec: FabricSpec, iterations: Optional[int] = None) -> Dict[str, Any]:
-    """What testbed/run.py's validate() returns, for a scenario file on a fabric: for scripts that run the twin
-    without the runner (crossval, fit, benchmarks)."""
-    import dataclasses
+def prepare(scenario: str, spec: FabricSpec, iterations: Optional[int] = None, **settings: Any) -> RunPlan:
+    """A plan for a scenario file on a fabric, as the run command would make it (without its flags): for code
+    that runs the twin without the command (crossval, fit, benchmarks, tests). ``settings`` are RunPlan fields
+    (scheduler, seed, twin, ...)."""
     from workloads.scenario import load_scenario
     spec.validate(max_hosts=MAX_HOSTS)
     layout = FabricLayout.from_spec(spec)
@@ -127,12 +126,12 @@ def prepare(scenario: str, spec: FabricSpec, iterations: Optional[int] = None) -
     jobs = resolved.jobs
     if iterations is not None:
         jobs = [dataclasses.replace(j, iterations=iterations) for j in jobs]
-    return {"spec": spec, "layout": layout, "params": {}, "scenario_path": os.path.abspath(str(scenario)),
-            "scenario": resolved, "jobs": jobs, "faults": []}
+    return RunPlan(spec=spec, layout=layout, scenario=resolved, jobs=jobs,
+                   scenario_path=os.path.abspath(str(scenario)), iterations_override=iterations, **settings)
 
 
-def prepare_recorded(config: Mapping[str, Any]) -> Dict[str, Any]:
-    """What validate() returned for a recorded run, from its config (summary.json's ``config``): the jobs exactly
+def prepare_recorded(config: Mapping[str, Any]) -> RunPlan:
+    """The plan of a recorded run, from its config (summary.json's ``config``, either engine's): the jobs exactly
     as that run placed and scaled them, whatever the scenario code does today."""
     from workloads.scenario import ResolvedScenario
     fabric = {k: v for k, v in config["fabric"].items() if k in FabricSpec.__dataclass_fields__}
@@ -140,10 +139,15 @@ def prepare_recorded(config: Mapping[str, Any]) -> Dict[str, Any]:
     scenario = ResolvedScenario.from_dict(config["scenario"])
     jobs = scenario.jobs
     if config.get("iterations_override"):
-        import dataclasses
         jobs = [dataclasses.replace(j, iterations=int(config["iterations_override"])) for j in jobs]
-    return {"spec": spec, "layout": FabricLayout.from_spec(spec), "params": dict(config.get("scheduler_params") or {}),
-            "scenario_path": config.get("scenario_file"), "scenario": scenario, "jobs": jobs, "faults": []}
+    return RunPlan(spec=spec, layout=FabricLayout.from_spec(spec), scenario=scenario, jobs=jobs,
+                   scheduler=config.get("scheduler", "ecmp"),
+                   scheduler_params=dict(config.get("scheduler_params") or {}),
+                   scenario_path=config.get("scenario_file"), transport=TransportProfile.from_dict(
+                       config.get("transport")), seed=int(config.get("seed") or 1),
+                   class_floor=float(config.get("class_floor", 0.01)), class_mode=config.get("class_mode", "strict"),
+                   queue_ms=float(config.get("queue_ms") or DEFAULT_QUEUE_MS),
+                   iterations_override=config.get("iterations_override"), run_id=config.get("run_id", ""))
 
 
 def _mean(values: Sequence[float]) -> Optional[float]:
@@ -220,59 +224,43 @@ def starvation_notes(jobs: Sequence[Mapping[str, Any]]) -> List[str]:
             f"the emulation (docs/twin-log.md, Against the suite)"]
 
 
-def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, *, run_id: Optional[str] = None,
-              class_mode: str = "strict", class_floor: float = 0.01,
-              model: Union[str, ModelParams, Mapping[str, Any], None] = "calibrated",
-              hash_seed: Optional[int] = None, hash_model: str = "ovs", flags: Optional[Mapping[str, Any]] = None,
-              command: Optional[str] = None, time_limit_s: float = 900.0, quiet: bool = False,
-              ring_model: str = "auto", queue_ms: float = DEFAULT_QUEUE_MS,
-              model_overrides: Sequence[str] = ()) -> int:
-    """Run one experiment in the twin and write its results folder (see the module docstring). Returns 0 when
-    the run completed, 1 when it failed (the summary's ``error`` says why). ``model_overrides``: terms
-    (``"name=value"``) set over ``model``'s."""
+def run_fluid(plan: RunPlan) -> int:
+    """Run one plan in the twin and write its results folder (``plan.out``; see the module docstring). Returns 0
+    when the run completed, 1 when it failed (the summary's ``error`` says why)."""
     from experiment.results import JobSummary, RunFolder, RunSummary, code_version
 
-    out = os.path.abspath(out)
+    out = os.path.abspath(plan.out)
     folder = RunFolder(out)
-    run_id = run_id or os.path.basename(out)
-    spec, layout, scenario = resolved["spec"], resolved["layout"], resolved["scenario"]
-    jobs = list(resolved["jobs"])
-    params = dict(resolved.get("params") or {})
+    run_id = plan.run_id or os.path.basename(out)
+    settings, spec, jobs, params = plan.twin, plan.spec, list(plan.jobs), dict(plan.scheduler_params)
+    model = settings.model
     model_params = resolve_model(model)
-    if model_overrides:
-        model_params = parse_model_overrides(model_overrides, model_params)
-    hash_seed = seed if hash_seed is None else hash_seed
-    config = {
-        "engine": ENGINE,
-        "run_id": run_id, "scheduler": scheduler, "scheduler_params": params,
-        "scenario_file": resolved.get("scenario_path"), "scenario": scenario.to_dict(), "seed": seed,
-        "fabric": vars(spec) | {"oversubscription": spec.oversubscription},
-        "class_floor": class_floor, "class_mode": class_mode, "time_limit_s": time_limit_s, "queue_ms": queue_ms,
-        "transport": resolved["transport"].to_dict() if resolved.get("transport") else None,
-        "twin": {"model": model if isinstance(model, str) else "custom", "overrides": list(model_overrides),
-                 "params": model_params.to_dict(),
-                 "hash_model": hash_model, "hash_seed": hash_seed if hash_model == "salted" else None},
-        "command": command or "",
-        "flags": dict(flags or {}),
-    }
+    if settings.overrides:
+        model_params = parse_model_overrides(settings.overrides, model_params)
+    hash_seed = plan.seed if settings.hash_seed is None else settings.hash_seed
+    config = dataclasses.replace(plan, run_id=run_id).config(ENGINE, twin={
+        "model": model if isinstance(model, str) else "custom", "overrides": list(settings.overrides),
+        "params": model_params.to_dict(), "hash_model": settings.hash_model,
+        "hash_seed": hash_seed if settings.hash_model == "salted" else None})
     folder.write_config(config)
-    summary = RunSummary(run_id=run_id, config=config, seed=seed,
+    summary = RunSummary(run_id=run_id, config=config, seed=plan.seed,
                          versions={"python": platform.python_version(), "numpy": np.__version__,
                                    "engine": ENGINE, **code_version(PROJECT_DIR)},
                          extra={"started_at": time.time()})
     code = 1
     try:
-        if resolved.get("faults"):
+        if plan.faults:
             raise ValueError("the fluid engine does not model faults (links failing or coming back)")
-        fifo = fifo_settings(config)
-        result = simulate(layout, jobs, scheduler, params, model_params, class_mode, class_floor, hash_seed,
-                          time_limit_s, ring_model, hash_model, **fifo, seed=seed)
+        fifo = transport_settings(plan.transport, plan.queue_ms)
+        result = simulate(plan.layout, jobs, plan.scheduler, params, model_params, plan.class_mode,
+                          plan.class_floor, hash_seed, plan.time_limit_s, settings.ring_model, settings.hash_model,
+                          **fifo, seed=plan.seed)
         figures = summarize(jobs, result)
         summary.jobs = [JobSummary.from_dict(j) for j in figures["jobs"]]
         summary.cluster = figures["cluster"]
         policy = result.scheduler
         summary.controller = {
-            "ok": True, "scheduler": scheduler, "scheduler_params": params,
+            "ok": True, "scheduler": plan.scheduler, "scheduler_params": params,
             "events_received": result.events, "events_sent": result.events_sent,
             "event_latency_ms_median": model_params.event_latency_s * 1e3,
             "event_latency_ms_p99": model_params.event_latency_s * 1e3,
@@ -305,7 +293,7 @@ def run_fluid(resolved: Mapping[str, Any], scheduler: str, seed: int, out: str, 
         summary.error = f"{type(exc).__name__}: {exc}"
     summary.extra["finished_at"] = time.time()
     folder.write_summary(summary)
-    if not quiet:
+    if not plan.quiet:
         _print(summary, out)
     return code
 
