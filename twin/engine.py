@@ -29,6 +29,11 @@ FIFO), flows (retransmission timeouts after starvation, live class changes) and 
 
 Times are simulated seconds from 0; the scheduler sees them as its ``now`` and in the events' ``time`` and
 ``needed_at``, so its arithmetic is the same as on the testbed's clock.
+
+``FluidSim`` is put together by concern: the ring steps and pipelined rings are twin/rings.py's ``RingMixin``,
+the TCP and FIFO artefacts twin/tcp.py's ``TcpMixin``, the controller's latencies and decisions twin/control.py's
+``ControlMixin``; each sets up its own state (``_init_rings``, ``_init_tcp``, ``_init_control``). This module
+keeps the event loop, the GPUs' program and the network's rate allocation that they all act on.
 """
 from __future__ import annotations
 
@@ -36,67 +41,28 @@ import heapq
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from controller.loop import ControlLoop
 from controller.schedulers.base import Scheduler
 from core.classes import NUM_CLASSES
-from core.model import Decision, FlowKey, JobSpec, OperationEvent
-from core.ring import ring_bytes_per_rank, ring_steps
-from core.queues import DEFAULT_QUEUE_MS, MTU_BYTES, queue_packets
-from core.transport import TCP_PAYLOAD
+from core.model import Decision, FlowKey, JobSpec
+from core.queues import DEFAULT_QUEUE_MS
+from twin.control import ControlMixin
 from twin.model import ModelParams
 from twin.network import Network, allocate, hashed_path
+from twin.rings import (_EPS_T, _EV_APPLY, _EV_DECIDE, _EV_EVENTS, _EV_GPU, _EV_PERIODIC, _EV_RESUME_FLOW,
+                        _EV_START, _EV_STEP_DONE, FLOAT_BYTES, HEADER_BYTES, PROGRESS_STEPS, RING_MODELS, Op,
+                        RingMixin, chunk_bytes, step_chunk)
+from twin.tcp import TcpMixin
 from workloads.program import COMPUTE, LAUNCH, WAIT, IterationProgram
 
-HEADER_BYTES = 8          # workloads/allreduce.py: one message header per ring step
-RING_MODELS = ("steps", "pipelined")
-PROGRESS_STEPS = 4        # workloads/worker.py: a progress event per quarter of a rank's bytes
+# What other code imports from here (the ring's definitions live in twin/rings.py).
+__all__ = ["FLOAT_BYTES", "HEADER_BYTES", "OVERFLOW_PIECES", "PROGRESS_STEPS", "RING_MODELS", "FluidSim", "Op",
+           "RankState", "RunResult", "chunk_bytes", "step_chunk"]
+
 OVERFLOW_PIECES = 8       # a pipelined ring pays its expected overflow timeouts after each eighth of its bytes
-FLOAT_BYTES = 4
-_EPS_T = 1e-12
-
-# Heap event kinds (ordered so that, at one instant, deliveries happen before the GPU moves on).
-_EV_STEP_DONE, _EV_START, _EV_RESUME_FLOW, _EV_APPLY, _EV_EVENTS, _EV_DECIDE, _EV_PERIODIC, _EV_GPU = range(8)
-
-
-def chunk_bytes(nbytes: int, workers: int) -> List[int]:
-    """Bytes of each of the N chunks of a bucket (np.array_split of its float32 elements)."""
-    elements = max(nbytes // FLOAT_BYTES, workers)
-    base, extra = divmod(elements, workers)
-    return [(base + (1 if i < extra else 0)) * FLOAT_BYTES for i in range(workers)]
-
-
-def step_chunk(rank: int, step: int, workers: int) -> int:
-    """Index of the chunk rank ``rank`` sends in ring step ``step`` (reduce-scatter, then all-gather)."""
-    if step < workers - 1:
-        return (rank - step) % workers
-    return (rank + 1 - (step - (workers - 1))) % workers
-
-
-class Op:
-    """One operation (a bucket's all-reduce in one iteration) of one job, over all its ranks."""
-
-    __slots__ = ("job", "iteration", "bucket", "workers", "steps", "nbytes", "chunks", "share", "launched",
-                 "needed_at", "sent", "sending", "bytes_sent", "next_mark", "done_at", "ranks_done")
-
-    def __init__(self, job: JobSpec, iteration: int, bucket: int, nbytes: int):
-        n = job.workers
-        self.job, self.iteration, self.bucket, self.workers = job, iteration, bucket, n
-        self.steps = ring_steps(n)
-        self.nbytes = nbytes
-        self.chunks = chunk_bytes(nbytes, n)
-        self.share = ring_bytes_per_rank(nbytes, n)
-        self.launched: List[Optional[float]] = [None] * n
-        self.needed_at = [0.0] * n
-        self.sent = [0] * n                 # steps rank r has finished sending
-        self.sending = [False] * n
-        self.bytes_sent = [0] * n
-        self.next_mark = [self.share / PROGRESS_STEPS] * n
-        self.done_at: List[Optional[float]] = [None] * n
-        self.ranks_done = 0
 
 
 @dataclass
@@ -148,7 +114,7 @@ class RunResult:
     op_trace: Optional[Dict[Tuple[int, int, int], Dict[int, List[float]]]] = None  # FluidSim(trace_ops=True)
 
 
-class FluidSim:
+class FluidSim(RingMixin, TcpMixin, ControlMixin):
     """One run of the twin. ``run()`` returns a ``RunResult``."""
 
     def __init__(self, network: Network, jobs: Sequence[JobSpec], scheduler: Scheduler, params: ModelParams,
@@ -219,56 +185,7 @@ class FluidSim:
             self._set_route(e)
         self.cls = np.zeros(n, dtype=np.int64)
         self.first_link = self.routes[:, 0].copy()
-        self.fluid_time = np.zeros(n)
-        self.queued_time = np.zeros(n)
-        self.queued_now = np.zeros(n, dtype=bool)
-        # A class FIFO overflows when it cannot hold fifo_flow_packets of every flow in it (testbed/qos.py sizes
-        # it; the lossless transport profile sizes it so that it never can).
-        self.overflow_on = self.p.overflow_timeouts > 0 and self.p.rto_s > 0 and not lossless
-        fifo_packets = np.array([queue_packets(r, queue_ms) for r in network.rate_mbps], dtype=float)
-        per_flow = np.full(network.links, max(self.p.fifo_flow_packets, 1e-9))
-        if self.p.fifo_flow_rate_mbps > 0:
-            # The threshold as a time of the link: scaled with each link's rate from the one it was stated at.
-            per_flow = per_flow * network.rate_mbps / self.p.fifo_flow_rate_mbps
-        self.fifo_flows = fifo_packets / per_flow
-        self.overflow_time = np.zeros(n)
-        # A pipelined ring's connections (ranks) in an overflowing FIFO, as a share of its connections, now and
-        # integrated over its sending time: the step model counts a timeout for each rank whose step overflowed.
-        self.overflow_conns_now = np.zeros(n)
-        self.overflow_conn_time = np.zeros(n)
-        # Pipelined rings in an overflowing FIFO pay their expected timeouts as they go, piece by piece (out of the
-        # FIFO while they wait, as steps are), not all after the transfer: rem is the current piece's bytes,
-        # piece_left what follows it, piece_time the ring's sending time in this piece.
-        self.piece_left = np.zeros(n)
-        self.piece_bytes = np.zeros(n)
-        self.piece_steps = np.zeros(n)
-        self.piece_time = np.zeros(n)
-        # What a class FIFO holds at most, in bytes, and each entity's wait behind the bytes queued ahead of it:
-        # the current one, and its integral since the entity started sending (queue_backlog).
-        self.fifo_bytes = fifo_packets * MTU_BYTES
-        # What one flow can have queued: its step's bytes, at most its receive window where the profile clamps it;
-        # a lossless FIFO holds every flow's window (core/transport.py), so only the windows bound the backlog.
-        self.window_bytes = float(window_packets) * TCP_PAYLOAD if window_packets else np.inf
-        self.backlog_cap = np.full(network.links, np.inf) if lossless else self.fifo_bytes
-        self.backlog_now = np.zeros(n)
-        self.step_bytes = np.full(n, np.inf)    # a pipelined ring's bytes per step (one step in flight per hop)
-        self.backlog_int = np.zeros(n)
-        self.backlog_t = np.zeros(n)
-        self.sending_since = np.zeros(n)
-        self.overflow_now = np.zeros(n, dtype=bool)
-        self.xfer_overflow = np.zeros(n, dtype=bool)
-        # priority_hol_packets: whether a lower class had a link of the entity's path when its step started, the
-        # longest packet time of those links, and how long the connection was idle before the step (its gap).
-        self.xfer_hol = np.zeros(n, dtype=bool)
-        self.hol_packet_s = np.zeros(n)
-        self.idle_since = np.full(n, -np.inf)
-        self.step_gap = np.zeros(n)
-        self.packet_s = MTU_BYTES * 8.0 / network.capacity
-        self.lowest_busy = np.full(network.links, 8, dtype=np.int64)
-        self.total = np.zeros(n)
-        self.t_acc = np.zeros(n)
-        self.marks = np.zeros(n, dtype=np.int64)
-        self._rank_bytes_cache: Dict[Tuple[int, int], List[int]] = {}
+        # The network: which entities send, their rates and remaining bytes, what the allocation weighs.
         self.active = np.zeros(n, dtype=bool)       # a step is in the network and may be given a rate
         self.share_draw = np.ones(n)                 # share_cv: each step's drawn weight inside its class
         self.step_start = np.zeros(n)                # when each entity's current step started (fifo_order)
@@ -279,42 +196,17 @@ class FluidSim:
         self.rate = np.zeros(n)                     # bytes/s
         self.t_ref = np.zeros(n)
         self.finish = np.full(n, np.inf)
-        self.xfer_op: List[Optional[Op]] = [None] * n
-        self.xfer_queued = np.zeros(n, dtype=bool)
-        self.starved_since = np.full(n, np.nan)
-        self.starved_fifo = np.ones(n, dtype=np.int64)  # flows in its class FIFO when its starvation began
-        self.starvations: Dict[int, int] = {}           # starvations of rto_s or more, by that number of flows
-        self.backoff = np.zeros(n, dtype=np.int64)
-        # rto_rttvar: each entity's RTT variance (Linux's rttvar, what its timer adds to the smoothed RTT), raised by
-        # a starvation and decaying while it sends, from rttvar_mark (NaN: not sending, no round trips to count).
-        self.rttvar = np.zeros(n)
-        self.rttvar_mark = np.full(n, np.nan)
-        self.fifo_delay = self.fifo_bytes * 8.0 / network.capacity
         self.dirty = False
-        self.ops: Dict[Tuple[int, int, int], Op] = {}
-        self.op_times: Dict[int, List[Tuple[int, int, float]]] = {j.index: [] for j in self.jobs}
-        self.timeouts: Dict[int, float] = {j.index: 0 for j in self.jobs}
-        self.starvation_timeouts: Dict[int, float] = {j.index: 0 for j in self.jobs}
-        self.starved_flow_s: Dict[int, float] = {j.index: 0.0 for j in self.jobs}
-        self.live_class_changes = 0
-        self.events = 0
-        self.events_sent = 0
-        self.flow_changes = 0
         self.recomputes = 0
+        self._init_rings(n)
+        self._init_tcp(network, n, queue_ms, lossless, window_packets)
         self.programs = {j.index: IterationProgram(j) for j in self.jobs}
         self.ranks: Dict[Tuple[int, int], RankState] = {}
         for job in self.jobs:
             for rank in range(job.workers):
                 self.ranks[(job.index, rank)] = RankState(job, rank, self.programs[job.index], job.start_offset_s)
         self.running = len(self.ranks)
-        # The controller's own loop, at simulated times: the same decisions, diffed the same way, as in the emulation.
-        self.loop = ControlLoop(scheduler, keys)
-        self.uses_events = self.loop.listens
-        self._decide_pending = False
-        self._pending_events: List[OperationEvent] = []
-        # Flow sizes of the ring: the (job, bucket) -> chunk list, and each rank's share, computed once.
-        self._nbytes = {(j.index, b.index): max(b.nbytes // FLOAT_BYTES, j.workers) * FLOAT_BYTES
-                        for j in self.jobs for b in j.model.buckets}
+        self._init_control(scheduler, keys)
 
     # ------------------------------------------------------------------------------------------------ plumbing
     def _push(self, t: float, kind: int, payload: Any = None) -> None:
@@ -342,82 +234,6 @@ class FluidSim:
     def _entity_class(self, e: int) -> int:
         """A connection's class; a pipelined ring moves at the pace of its lowest class."""
         return min(self.decision[c].priority_class for c in self.ent_conns[e])
-
-    # ------------------------------------------------------------------------------------------------ events
-    def _emit(self, kind: str, op: Op, rank: int, bytes_done: int = 0) -> None:
-        if self.op_trace is not None and kind in ("launch", "done"):
-            times = self.op_trace.setdefault((op.job.index, op.iteration, op.bucket), {}).setdefault(
-                rank, [math.nan, math.nan])
-            times[0 if kind == "launch" else 1] = self.now
-        self.events_sent += 1
-        if not self.uses_events:
-            return  # a policy without events or timers decides once: the events would change nothing
-        ev = OperationEvent(kind=kind, job=op.job.index, rank=rank, iteration=op.iteration, bucket=op.bucket,
-                            time=self.now, nbytes=op.nbytes, bytes_done=bytes_done, needed_at=op.needed_at[rank])
-        self._push(self.now + self.p.event_latency_s, _EV_EVENTS, ev)
-
-    def _deliver(self, ev: OperationEvent) -> None:
-        self.events += 1
-        if self.loop.on_events(self.now, [ev]) and not self._decide_pending:
-            self._decide_pending = True
-            self._push(self.now + self.p.decide_batch_s, _EV_DECIDE)
-
-    def _decide(self) -> None:
-        changes = self.loop.reconcile(self.now)
-        if self.p.reaction_latency_s > 0:
-            self._push(self.now + self.p.reaction_latency_s, _EV_APPLY, changes)
-        else:
-            self._apply(changes)
-
-    def _apply(self, changes: Mapping[FlowKey, Decision]) -> None:
-        """Install the decisions that changed (the control loop's output), each flow's class and path."""
-        for key, d in changes.items():
-            c = self.conn_of.get(key)
-            if c is None:
-                continue
-            old = self.decision[c]
-            if old == d:
-                continue
-            self.flow_changes += 1
-            self.decision[c] = d
-            e = self.ent_of[c]
-            if old.path != d.path and self.n_paths[c] > 1:
-                self._set_route(e)
-                self.dirty = self.dirty or self.active[e]
-            if old.priority_class != d.priority_class:
-                cls = self._entity_class(e)
-                if cls == self.cls[e]:
-                    continue
-                self.cls[e] = cls
-                if self.active[e]:
-                    self.dirty = True
-                    if self.rem[e] > 0:
-                        self.live_class_changes += 1
-                        self._change_live_class(e)
-
-    def _change_live_class(self, e: int) -> None:
-        """Flow e, with bytes in flight, changed class. Only a flow starved in its old class (sending at under
-        ``starve_share`` of its host link until now) pays: what it has in flight stays in the old FIFO, behind
-        the class that starved it. It loses ``class_change_s``: the packets it sends next in the new class let
-        TCP detect and resend the stranded ones. With ``class_change_strands``, that holds only if its step has
-        more left than it can have in flight (its window, or what its host link's FIFO holds where the profile
-        sets none); if not, the stranded bytes are the step's tail, nothing follows them, and the step waits
-        until they drain at the flow's old rate or its retransmission timer fires and resends them (one
-        timeout), whichever is first. scripts/bench_class_change.py measured both cases. The starvation ends
-        here, and a timer it already earned is waited for as well."""
-        starved = self.rate[e] < self.p.starve_share * self.net.capacity[self.first_link[e]] / 8.0
-        if not (self.p.class_change_strands or self.p.class_change_s) or self.suspended[e] or not starved:
-            return
-        in_flight = min(self.window_bytes, float(self.fifo_bytes[self.first_link[e]]))
-        if not self.p.class_change_strands or self.rem[e] > in_flight:
-            cost = self.p.class_change_s
-        else:
-            timer = self._timer(e)
-            drain = float(self.rem[e]) / self.rate[e] if self.rate[e] > 0 else math.inf
-            if drain >= timer:
-                self._count_timeouts(e, 1)
-            cost = min(drain, timer)
-        self._end_starvation(e, not_before=self.now + cost)
 
     # ------------------------------------------------------------------------------------------------ network
     def _settle(self) -> None:
@@ -516,481 +332,6 @@ class FluidSim:
         load = np.bincount(links, weights=rates[rows] * 8.0, minlength=n_links)
         saturated = load >= self.net.capacity * (1 - 1e-6)
         return rows, links, saturated, self.cls[idx][rows] * n_links + links
-
-    def _mark_queueing(self, idx: np.ndarray, rates: np.ndarray) -> None:
-        """Flag the steps that cross a saturated link shared with another job's flow in their class, and those
-        that cross a saturated link whose class FIFO overflows (more flows than it holds fifo_flow_packets for);
-        with ``queue_backlog``, measure what each step's FIFOs hold ahead of it (``_mark_backlog``).
-
-        Only other jobs count for the constant ``queue_delay_s`` (a constant charged behind the job's own
-        operations too slowed a job alone in its class, docs/twin.md); the backlog counts every other flow by its
-        bytes. Every flow counts for overflow: a FIFO drops whoever's packet arrives when it is full."""
-        rows, links, saturated, key = self._class_links(idx, rates)
-        n_links = self.net.links
-        # Distinct jobs per (class, link): count each (key, job) pair once.
-        pairs = np.unique(key * self.n_job_ids + self.ent_job[idx][rows])
-        jobs_here = np.bincount(pairs // self.n_job_ids, minlength=8 * n_links)
-        same = jobs_here[key] >= 2
-        hit = np.zeros(idx.size, dtype=bool)
-        hit[rows[saturated[links] & same]] = True
-        self.xfer_queued[idx[hit]] = True
-        self.queued_now[idx] = hit
-        if self.p.queue_backlog > 0:
-            self._mark_backlog(idx, rows, links, saturated, key)
-        if self.overflow_on:
-            flows_here = np.bincount(key, minlength=8 * n_links)
-            over_entry = saturated[links] & (flows_here[key] > self.fifo_flows[links])
-            over = np.zeros(idx.size, dtype=bool)
-            over[rows[over_entry]] = True
-            self.xfer_overflow[idx[over]] = True
-            self.overflow_now[idx] = over
-            if self.pipelined:
-                # Distinct (ring, connection) pairs with a link in an overflowing FIFO, per ring.
-                _rows, cols = np.nonzero(self.routes[idx] >= 0)
-                width = self.route_conn.shape[1]
-                owners = self.route_conn[idx[rows], cols]
-                pairs = np.unique(rows[over_entry] * width + owners[over_entry])
-                conns = np.bincount(pairs // width, minlength=idx.size)
-                self.overflow_conns_now[idx] = conns / self.n_conns[idx]
-
-    def _mark_lower_class(self, idx: np.ndarray, rates: np.ndarray) -> None:
-        """Per link, the lowest class that takes more than its floor there: it fills the gaps the higher classes
-        leave (``priority_hol_packets``; ``_meet_lower_class``)."""
-        rows, _links, _saturated, key = self._class_links(idx, rates)
-        n_links = self.net.links
-        class_rate = np.bincount(key, weights=rates[rows] * 8.0, minlength=8 * n_links).reshape(8, n_links)
-        busy = class_rate > self.class_floor * self.net.capacity * 1.01 + 1e-9      # [class, link]
-        self.lowest_busy = np.where(busy.any(axis=0), busy.argmax(axis=0), 8)
-
-    def _meet_lower_class(self, e: int) -> None:
-        """Entity e starts a step (a pipelined ring: its operation): if a lower class had a link of its path during
-        the gap before it, the step waits behind what that port took (``priority_hol_packets``)."""
-        links = self.routes[e][self.routes[e] >= 0]
-        hit = links[self.lowest_busy[links] < self.cls[e]]
-        self.xfer_hol[e] = bool(hit.size)
-        self.hol_packet_s[e] = float(self.packet_s[hit].max()) if hit.size else 0.0
-
-    def _hol_delay(self, e: int, steps: int) -> float:
-        """``priority_hol_packets`` for ``steps`` ring steps of entity e that met a lower class: each waits the gap
-        before it, at most that many packet times (a pipelined ring's steps: the step latency)."""
-        if self.p.priority_hol_packets <= 0 or not self.xfer_hol[e]:
-            return 0.0
-        self.xfer_hol[e] = False
-        gap = self.p.step_latency_s if self.pipelined else self.step_gap[e]
-        if gap < self.p.priority_hol_min_packets * self.hol_packet_s[e]:
-            # Too short for the lower class to get past its floor (priority_hol_min_packets).
-            return steps * self.p.priority_hol_floor_packets * self.hol_packet_s[e]
-        return steps * min(gap, self.p.priority_hol_packets * self.hol_packet_s[e])
-
-    def _mark_backlog(self, idx: np.ndarray, rows: np.ndarray, links: np.ndarray, saturated: np.ndarray,
-                      key: np.ndarray) -> None:
-        """Each entity's wait behind the bytes queued ahead of it from now on: on every saturated link of its path,
-        what the other flows in its class FIFO (its own job's included) still have to send, at most the FIFO's
-        length, at the link's rate; the longest of its links. The previous value is integrated up to now."""
-        if not rows.size:
-            return
-        # What a flow has in the network is its step's remaining bytes: a pipelined ring holds one step per hop.
-        rem = np.minimum(np.minimum(self.rem[idx], self.step_bytes[idx]), self.window_bytes)[rows]
-        ahead = np.bincount(key, weights=rem, minlength=8 * self.net.links)[key] - rem
-        wait = np.where(saturated[links] & (ahead > 0),
-                        np.minimum(ahead, self.backlog_cap[links]) * 8.0 / self.net.capacity[links], 0.0)
-        # rows come in order (np.nonzero of the route matrix), so each flow's links are one run: reduce per run
-        # (np.maximum.at is an order of magnitude slower at scale).
-        starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
-        longest = np.zeros(idx.size)
-        longest[rows[starts]] = np.maximum.reduceat(wait, starts)
-        self.backlog_int[idx] += self.backlog_now[idx] * (self.now - self.backlog_t[idx])
-        self.backlog_now[idx] = longest
-        self.backlog_t[idx] = self.now
-
-    def _backlog_delay(self, e: int, steps: int) -> float:
-        """``queue_backlog`` for ``steps`` ring steps of entity e: its wait behind the bytes queued ahead of it,
-        averaged over its time since it started sending, per step."""
-        if self.p.queue_backlog <= 0:
-            return 0.0
-        span = self.now - self.sending_since[e]
-        if span <= 0:
-            return 0.0
-        total = self.backlog_int[e] + self.backlog_now[e] * (self.now - self.backlog_t[e])
-        return steps * self.p.queue_backlog * total / span
-
-    def _reset_backlog(self, e: int) -> None:
-        self.backlog_now[e] = self.backlog_int[e] = 0.0
-        self.backlog_t[e] = self.sending_since[e] = self.now
-
-    def _overflow_delay(self, e: int, steps: float) -> float:
-        """Expected retransmission timeouts of ``steps`` ring steps of entity e for the share of its sending
-        time it spent in an overflowing FIFO (counted for its job), and their cost in time."""
-        if not self.overflow_on:
-            return 0.0
-        if self.pipelined:
-            # The piece's share (the whole transfer's when the ring is one piece): a step waits while any of
-            # its ranks overflows, and only those ranks' connections time out.
-            share = self.overflow_time[e] / self.piece_time[e] if self.piece_time[e] > 0 else 0.0
-            conn_share = self.overflow_conn_time[e] / self.piece_time[e] if self.piece_time[e] > 0 else 0.0
-            self.overflow_time[e] = self.overflow_conn_time[e] = self.piece_time[e] = 0.0
-        else:
-            share = conn_share = float(self.xfer_overflow[e])
-            self.xfer_overflow[e] = False
-        self._count_timeouts(e, steps * conn_share * self.p.overflow_timeouts)
-        return steps * share * self.p.overflow_timeouts * self._timer(e)
-
-    def _timer(self, e: int) -> float:
-        """Entity e's retransmission timer: ``rto_s``, or with ``rto_rttvar`` at least its RTT variance (Linux:
-        the smoothed RTT plus the larger of the variance and 200 ms; the smoothed RTT is left out)."""
-        if self.p.rto_rttvar <= 0:
-            return self.p.rto_s
-        self._decay_rttvar(e)
-        return max(self.p.rto_s, float(self.rttvar[e]))
-
-    def _sample_starvation(self, e: int, starved: float) -> None:
-        """``rto_rttvar``: a packet that waited through a starvation of ``starved`` seconds is an RTT sample that
-        far above the smoothed RTT, which Linux's estimator adds to the variance at once."""
-        if self.p.rto_rttvar > 0:
-            self.rttvar[e] = max(float(self.rttvar[e]), self.p.rto_rttvar * starved)
-            self.rttvar_mark[e] = self.now
-
-    def _decay_rttvar(self, e: int, stop: bool = False) -> None:
-        """Linux lowers the variance by a quarter of its excess over 200 ms once per round trip in which data
-        was acknowledged: per round trip of the FIFOs on e's path (their length at the link's rate) that e spent
-        sending since its mark. ``stop``: e stops sending (starved, or its step ended)."""
-        mark = self.rttvar_mark[e]
-        if math.isnan(mark):
-            return
-        if self.rttvar[e] > self.p.rto_s:
-            links = self.routes[e][self.routes[e] >= 0]
-            rtt = float(self.fifo_delay[links].max()) if links.size else 0.0
-            if rtt > 0:
-                excess = (self.rttvar[e] - self.p.rto_s) * 0.75 ** ((self.now - mark) / rtt)
-                self.rttvar[e] = self.p.rto_s + excess
-        self.rttvar_mark[e] = np.nan if stop else self.now
-
-    def _check_starvation(self, idx: np.ndarray, rates: np.ndarray) -> bool:
-        """Start or end every flow's starvation; one that ends after ``rto_s`` or more waits for its timer.
-        True when some flow went to sleep."""
-        threshold = self.p.starve_share * self.net.capacity[self.first_link[idx]] / 8.0
-        starving = rates < threshold
-        since = self.starved_since[idx]
-        begin = starving & np.isnan(since)
-        self.starved_since[idx[begin]] = self.now
-        if begin.any():
-            self.starved_fifo[idx[begin]] = self._fifo_flows(idx, rates)[begin]
-            if self.p.rto_rttvar > 0:
-                for c in idx[begin]:
-                    self._decay_rttvar(int(c), stop=True)
-        ended = ~starving & ~np.isnan(since)
-        slept = False
-        for c in idx[ended]:
-            slept = self._end_starvation(int(c)) or slept
-        return slept
-
-    def _fifo_flows(self, idx: np.ndarray, rates: np.ndarray) -> np.ndarray:
-        """For each flow of ``idx``, the most flows (connections) its class FIFO holds on a saturated link of its
-        path (1 when none of its links is saturated)."""
-        rows, links, saturated, key = self._class_links(idx, rates)
-        flows_here = np.bincount(key, minlength=8 * self.net.links)
-        most = np.ones(idx.size, dtype=np.int64)
-        on = saturated[links]
-        np.maximum.at(most, rows[on], flows_here[key[on]])
-        return most
-
-    def _backs_off(self, c: int) -> bool:
-        """Whether flow c's starvation follows the backoff rule (``rto_backoff``, and enough flows in its FIFO when
-        it began, ``starve_backoff_flows``) rather than the one-timeout reading."""
-        return bool(self.p.rto_backoff) and self.starved_fifo[c] >= self.p.starve_backoff_flows
-
-    def _count_starvation(self, c: int, starved: float) -> None:
-        if starved >= self.p.rto_s:
-            k = int(self.starved_fifo[c])
-            self.starvations[k] = self.starvations.get(k, 0) + 1
-            self.starved_flow_s[int(self.ent_job[c])] += starved
-
-    def _count_timeouts(self, e: int, per_connection: float, starved: bool = False) -> None:
-        """Charge entity e's job ``per_connection`` timeouts for each connection the entity carries; ``starved``:
-        the starvation rule's."""
-        count = per_connection * len(self.ent_conns[e])
-        self.timeouts[int(self.ent_job[e])] += count
-        if starved:
-            self.starvation_timeouts[int(self.ent_job[e])] += count
-
-    def _adaptive_timeout(self, c: int, starved: float, timer: float) -> None:
-        """``rto_backoff`` off: a starvation as long as the flow's timer or longer cost one timeout, at its onset,
-        and nothing after it: the flow went on at what its class was left (the floor), its RTO grew with the RTT
-        it measured there, and it sends again as soon as capacity is back."""
-        if starved >= timer:
-            self._count_timeouts(c, 1, starved=True)
-
-    def _close_starvation(self, c: int) -> Optional[Tuple[float, int]]:
-        """Flow c's starvation (if any) ends now: count it, let it raise c's timer and charge its timeouts. Under
-        the backoff rule, when c's timer lets it send again and how many timers fired until then; None when it
-        goes on at once."""
-        since = self.starved_since[c]
-        self.starved_since[c] = np.nan
-        if math.isnan(since):
-            return None
-        starved = self.now - since
-        self._count_starvation(c, starved)
-        timer = self._timer(c)
-        self._sample_starvation(c, starved)
-        if not self._backs_off(c):
-            self._adaptive_timeout(c, starved, timer)
-            return None
-        base = timer * (2 ** int(self.backoff[c]))
-        if starved < base:
-            return None
-        # Timers fire at since + base (2^k - 1); the flow resumes at the first one at or after now.
-        k = max(1, math.ceil(math.log2(starved / base + 1) - 1e-12))
-        self._count_timeouts(c, k, starved=True)
-        return since + base * (2 ** k - 1), k
-
-    def _end_starvation(self, c: int, not_before: float = 0.0) -> bool:
-        """Capacity is back for flow c: if it was starved long enough to time out, it sleeps until its next
-        retransmission timer, and in any case until ``not_before`` (True), else it goes on at once (False)."""
-        timed_out = self._close_starvation(c)
-        resume = not_before
-        if timed_out is not None:
-            resume = max(resume, timed_out[0])
-            self.backoff[c] += timed_out[1]
-        if resume > self.now + _EPS_T and not self.suspended[c]:
-            self.suspended[c] = True
-            self.dirty = True
-            self._push(resume, _EV_RESUME_FLOW, c)
-            return True
-        return False
-
-    # ------------------------------------------------------------------------------------------------ the ring
-    def _try_start(self, op: Op, r: int) -> None:
-        if self.pipelined:
-            # The whole ring moves together once every rank has launched.
-            if not op.sending[0] and op.sent[0] < op.steps and all(t is not None for t in op.launched):
-                op.sending[0] = True
-                self._start_ring(op)
-            return
-        s = op.sent[r]
-        if op.launched[r] is None or op.sending[r] or s >= op.steps:
-            return
-        if s > 0 and op.sent[(r - 1) % op.workers] < s:
-            return  # step s sends what was received in step s - 1
-        op.sending[r] = True
-        if self.p.step_latency_s > 0:
-            self._push(self.now + self._step_latency(1), _EV_START, (op, r))
-        else:
-            self._start(op, r)
-
-    def _start(self, op: Op, r: int) -> None:
-        c = self.conn_index[(op.job.index, r, op.bucket)]
-        self.active[c] = True
-        self.rem[c] = op.chunks[step_chunk(r, op.sent[r], op.workers)] + HEADER_BYTES
-        self.t_ref[c] = self.now
-        self.xfer_op[c] = op
-        self.xfer_queued[c] = self.xfer_overflow[c] = False
-        self.step_gap[c] = self.now - self.idle_since[c]
-        self.step_start[c] = self.now
-        if self.p.share_cv > 0:
-            self._draw_share(c)
-        if self.p.priority_hol_packets > 0:
-            self._meet_lower_class(c)
-        self._reset_backlog(c)
-        self.backoff[c] = 0
-        self.starved_since[c] = np.nan
-        self.rttvar_mark[c] = self.now
-        self.dirty = True
-
-    def _start_ring(self, op: Op) -> None:
-        e = self.ring_index[(op.job.index, op.bucket)]
-        total = float(max(self._rank_bytes(op)))
-        pieces = min(op.steps, OVERFLOW_PIECES) if self.overflow_on else 1
-        self.active[e] = True
-        self.total[e] = total
-        self.rem[e] = self.piece_bytes[e] = total / pieces
-        self.piece_left[e] = total - self.rem[e]
-        self.piece_steps[e] = op.steps / pieces
-        self.step_bytes[e] = total / op.steps
-        self.t_ref[e] = self.t_acc[e] = self.now
-        self.xfer_op[e] = op
-        self.xfer_queued[e] = self.queued_now[e] = self.overflow_now[e] = False
-        self.fluid_time[e] = self.queued_time[e] = self.overflow_time[e] = self.piece_time[e] = 0.0
-        self.overflow_conn_time[e] = self.overflow_conns_now[e] = 0.0
-        self.step_start[e] = self.now
-        if self.p.share_cv > 0:
-            self._draw_share(e)
-        if self.p.priority_hol_packets > 0:
-            self._meet_lower_class(e)
-        self._reset_backlog(e)
-        self.marks[e] = 0
-        self.backoff[e] = 0
-        self.starved_since[e] = np.nan
-        self.rttvar_mark[e] = self.now
-        self.dirty = True
-
-    def _rank_bytes(self, op: Op) -> List[int]:
-        """Bytes each rank sends in the whole operation, headers included."""
-        key = (op.job.index, op.bucket)
-        out = self._rank_bytes_cache.get(key)
-        if out is None:
-            n = op.workers
-            out = self._rank_bytes_cache[key] = [sum(op.chunks[step_chunk(r, s, n)] + HEADER_BYTES
-                                                     for s in range(op.steps)) for r in range(n)]
-        return out
-
-    def _progress(self, idx: np.ndarray) -> None:
-        """Progress events of the pipelined rings that crossed another quarter of their bytes."""
-        left = self.rem[idx] + self.piece_left[idx]
-        done = 1.0 - left / np.maximum(self.total[idx], 1.0)
-        marks = np.minimum((done * PROGRESS_STEPS + 1e-9).astype(np.int64), PROGRESS_STEPS - 1)
-        for e in idx[marks > self.marks[idx]]:
-            frac = 1.0 - (self.rem[e] + self.piece_left[e]) / max(self.total[e], 1.0)
-            self.marks[e] = min(int(frac * PROGRESS_STEPS + 1e-9), PROGRESS_STEPS - 1)
-            op = self.xfer_op[e]
-            for r, b in enumerate(self._rank_bytes(op)):
-                op.bytes_sent[r] = int(frac * b)
-                self._emit("progress", op, r, op.bytes_sent[r])
-
-    def _accumulate_ring(self, e: int) -> None:
-        """Ring e's sending time since the last count, and the part of it spent queueing or overflowing."""
-        dt = self.now - self.t_acc[e]
-        self.fluid_time[e] += dt
-        self.queued_time[e] += dt * self.queued_now[e]
-        self.overflow_time[e] += dt * self.overflow_now[e]
-        self.overflow_conn_time[e] += dt * self.overflow_conns_now[e]
-        self.piece_time[e] += dt
-        self.t_acc[e] = self.now
-
-    def _ring_piece_done(self, e: int) -> None:
-        """Ring e sent a piece of its bytes: it pays the piece's expected overflow timeouts now, out of the
-        network (as the step model's steps wait out theirs), then sends the next piece."""
-        self._accumulate_ring(e)
-        delay = self._overflow_delay(e, self.piece_steps[e])
-        piece = min(self.piece_bytes[e], self.piece_left[e])
-        self.piece_left[e] -= piece
-        if self.piece_left[e] < 1.0:        # rounding: what is left goes with this piece
-            piece += self.piece_left[e]
-            self.piece_left[e] = 0.0
-        self.rem[e] = piece
-        self.t_ref[e] = self.now
-        if delay > _EPS_T and not self.suspended[e]:
-            self.suspended[e] = True
-            self.finish[e] = np.inf
-            self.dirty = True
-            self._push(self.now + delay, _EV_RESUME_FLOW, e)
-        elif self.rate[e] > 0 and not self.suspended[e]:
-            self.finish[e] = self.now + piece / self.rate[e]
-
-    def _ring_flow_done(self, e: int) -> None:
-        if self.piece_left[e] > 0:
-            self._ring_piece_done(e)
-            return
-        op = self.xfer_op[e]
-        self._accumulate_ring(e)
-        self._retire(e)
-        # Every step's fixed latency lies on the ring's critical path; queueing is charged per step for the
-        # share of the time the ring's flows spent behind same-class traffic on a saturated link.
-        delay = self._step_latency(op.steps)
-        if self.p.queue_delay_s > 0 and self.fluid_time[e] > 0:
-            delay += op.steps * self.p.queue_delay_s * self.queued_time[e] / self.fluid_time[e]
-        delay += self._backlog_delay(e, op.steps)
-        delay += self._overflow_delay(e, self.piece_steps[e])
-        delay += self._hol_delay(e, op.steps)
-        delay += self._starved_tail(e)
-        if delay > 0:
-            self._push(self.now + delay, _EV_STEP_DONE, (op, -1))
-        else:
-            self._ring_done(op)
-
-    def _step_latency(self, steps: int) -> float:
-        """The fixed latency of ``steps`` ring steps: exactly steps x step_latency_s, or with step_latency_cv a
-        draw of their sum (a sum of k gamma(a, s) draws is gamma(k a, s))."""
-        mean, cv = self.p.step_latency_s, self.p.step_latency_cv
-        if mean <= 0 or steps <= 0:
-            return 0.0
-        if cv <= 0:
-            return steps * mean
-        shape = 1.0 / (cv * cv)
-        return float(self.rng.gamma(steps * shape, mean / shape))
-
-    def _retire(self, e: int) -> None:
-        """Entity e has sent its last byte: it leaves the rate allocation."""
-        if self.p.rto_rttvar > 0:
-            self._decay_rttvar(e, stop=True)
-        self.active[e] = False
-        self.rate[e] = 0.0
-        self.rem[e] = 0.0
-        self.finish[e] = np.inf
-        self.xfer_op[e] = None
-        self.dirty = True
-
-    def _ring_done(self, op: Op) -> None:
-        for r, b in enumerate(self._rank_bytes(op)):
-            op.sent[r] = op.steps
-            op.bytes_sent[r] = b
-        op.sending[0] = False
-        for r in range(op.workers):
-            self._check_done(op, r)
-
-    def _starved_tail(self, c: int) -> float:
-        """Timeouts of an entity that finished while starved, and the wait for the timer that sent its last
-        bytes."""
-        if self.p.rto_s <= 0:
-            return 0.0
-        timed_out = self._close_starvation(c)
-        return 0.0 if timed_out is None else timed_out[0] - self.now
-
-    def _flow_done(self, c: int) -> None:
-        """Flow c sent its step's last byte."""
-        if self.pipelined:
-            self._ring_flow_done(c)
-            return
-        op = self.xfer_op[c]
-        self._retire(c)
-        delay = self.p.queue_delay_s if self.xfer_queued[c] else 0.0
-        delay += self._backlog_delay(c, 1)
-        delay += self._overflow_delay(c, 1)
-        delay += self._hol_delay(c, 1)
-        delay += self._starved_tail(c)
-        r = self.conn_meta[c][1]
-        if delay > 0:
-            self._push(self.now + delay, _EV_STEP_DONE, (op, r))
-        else:
-            self._step_done(op, r)
-
-    def _step_done(self, op: Op, r: int) -> None:
-        n = op.workers
-        s = op.sent[r]
-        # The connection is idle from here (its step's own waits, charged above, are not a gap).
-        self.idle_since[self.conn_index[(op.job.index, r, op.bucket)]] = self.now
-        op.sent[r] = s + 1
-        op.sending[r] = False
-        op.bytes_sent[r] += op.chunks[step_chunk(r, s, n)] + HEADER_BYTES
-        if op.bytes_sent[r] >= op.next_mark[r] and op.next_mark[r] < op.share:
-            self._emit("progress", op, r, op.bytes_sent[r])
-            while op.next_mark[r] <= op.bytes_sent[r]:
-                op.next_mark[r] += op.share / PROGRESS_STEPS
-        nxt = (r + 1) % n
-        self._try_start(op, r)
-        self._try_start(op, nxt)
-        self._check_done(op, r)
-        self._check_done(op, nxt)
-
-    def _check_done(self, op: Op, r: int) -> None:
-        if op.done_at[r] is not None or op.launched[r] is None:
-            return
-        if op.sent[r] < op.steps or op.sent[(r - 1) % op.workers] < op.steps:
-            return
-        op.done_at[r] = self.now
-        op.ranks_done += 1
-        self._emit("done", op, r, op.bytes_sent[r])
-        if op.ranks_done == op.workers:
-            first = min(t for t in op.launched if t is not None)
-            self.op_times[op.job.index].append((op.iteration, op.bucket, self.now - first))
-            del self.ops[(op.job.index, op.iteration, op.bucket)]
-        rank = self.ranks[(op.job.index, r)]
-        if rank.blocked is op:
-            rank.blocked = None
-            rank.wait_s += self.now - rank.wait_start
-            self._emit("resume", op, r)
-            rank.pending.pop(op.bucket, None)
-            rank.index += 1
-            self._advance(rank)
 
     # ------------------------------------------------------------------------------------------------ the GPUs
     def _advance(self, st: RankState) -> None:
