@@ -8,7 +8,7 @@
 Each run is its own process (so that its peak resident memory is its own), on one core, with the calibrated
 model and ``ring_model="auto"`` (every ring step simulated up to 128 GPUs, whole rings above; ``--ring-model``
 forces one, to compare the two on one size; ``--overflow-pieces`` the number of pieces in which a pipelined
-ring pays its overflow timeouts, ``twin.engine.OVERFLOW_PIECES``; ``--twin-set`` a model term over the calibrated
+ring pays its overflow timeouts, ``twin.rings.OVERFLOW_PIECES``; ``--twin-set`` a model term over the calibrated
 model's, as testbed/run.py's). Sizes and their scenarios:
 
 * 16: the headline scenario on the shipped 2 x 4 x 4 leaf-spine;
@@ -67,7 +67,7 @@ def one(gpus: int, scheduler: str, ring_model: str = "auto", overflow_pieces: in
     import twin
     import twin.engine
     if overflow_pieces is not None:
-        twin.engine.OVERFLOW_PIECES = overflow_pieces
+        twin.rings.OVERFLOW_PIECES = overflow_pieces
     from core.fabric import FabricLayout
     from workloads.scenario import scenario_from_dict
     t0 = time.perf_counter()
@@ -84,7 +84,7 @@ def one(gpus: int, scheduler: str, ring_model: str = "auto", overflow_pieces: in
     r = twin.simulate(layout, jobs, scheduler, {}, model, "strict", 0.01, 1, ring_model=ring_model)
     wall = time.perf_counter() - t0
     return {"gpus": gpus, "scheduler": scheduler, "jobs": len(jobs), "ring_model": r.ring_model,
-            "overflow_pieces": twin.engine.OVERFLOW_PIECES, "model_overrides": list(model_overrides),
+            "overflow_pieces": twin.rings.OVERFLOW_PIECES, "model_overrides": list(model_overrides),
             "wall_s": round(wall, 3), "sim_wall_s": round(r.wall_s, 3), "sim_s": round(r.sim_time_s, 3),
             "completed": r.completed, "recomputes": r.recomputes, "decide_calls": r.decide_calls,
             "cluster_gpu_utilization": twin.summarize(jobs, r)["cluster"]["gpu_utilization"],

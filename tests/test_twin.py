@@ -610,7 +610,7 @@ def test_a_pipelined_ring_waits_out_its_overflow_timeouts_between_pieces_out_of_
     assert steps.sim_time_s > ideal.sim_time_s + 0.05
     assert pipelined.sim_time_s == pytest.approx(steps.sim_time_s, rel=0.1)
     assert sum(pipelined.timeouts.values()) == pytest.approx(sum(steps.timeouts.values()), rel=0.1)
-    monkeypatch.setattr(twin.engine, "OVERFLOW_PIECES", 1)
+    monkeypatch.setattr(twin.rings, "OVERFLOW_PIECES", 1)
     assert run("pipelined").sim_time_s > 1.2 * steps.sim_time_s
 
 

@@ -16,7 +16,8 @@ from typing import List, Mapping
 from controller.loop import ControlLoop
 from controller.schedulers.base import Scheduler
 from core.model import Decision, FlowKey, OperationEvent
-from twin.rings import _EV_APPLY, _EV_DECIDE, _EV_EVENTS, Op
+from twin import events as kinds
+from twin.rings import Op
 
 
 class ControlMixin:
@@ -43,18 +44,18 @@ class ControlMixin:
             return  # a policy without events or timers decides once: the events would change nothing
         ev = OperationEvent(kind=kind, job=op.job.index, rank=rank, iteration=op.iteration, bucket=op.bucket,
                             time=self.now, nbytes=op.nbytes, bytes_done=bytes_done, needed_at=op.needed_at[rank])
-        self._push(self.now + self.p.event_latency_s, _EV_EVENTS, ev)
+        self._push(self.now + self.p.event_latency_s, kinds.EVENTS, ev)
 
     def _deliver(self, ev: OperationEvent) -> None:
         self.events += 1
         if self.loop.on_events(self.now, [ev]) and not self._decide_pending:
             self._decide_pending = True
-            self._push(self.now + self.p.decide_batch_s, _EV_DECIDE)
+            self._push(self.now + self.p.decide_batch_s, kinds.DECIDE)
 
     def _decide(self) -> None:
         changes = self.loop.reconcile(self.now)
         if self.p.reaction_latency_s > 0:
-            self._push(self.now + self.p.reaction_latency_s, _EV_APPLY, changes)
+            self._push(self.now + self.p.reaction_latency_s, kinds.APPLY, changes)
         else:
             self._apply(changes)
 

@@ -13,7 +13,7 @@ One discrete-event loop (a heap of timed events, plus the network's next flow co
 * with ``ring_model="pipelined"`` a bucket's whole ring is one flow over all its hops' links instead (a link
   crossed by k hops carries k times its rate), from the moment every rank has launched, with the per-step
   terms charged 2(N-1) times: far fewer rate computations at scale (docs/twin.md); in an overflowing FIFO it
-  sends in ``OVERFLOW_PIECES`` pieces and waits out each piece's expected timeouts out of the network;
+  sends in ``twin.rings.OVERFLOW_PIECES`` pieces and waits out each piece's expected timeouts out of the network;
 * the network: every sending connection is a fluid flow on its route; rates come from ``twin.network.allocate``
   whenever the set of sending flows, a class or a path changes, and each flow's completion time follows;
 * the scheduler: the project's own policy object (controller/schedulers) gets the workers' ``OperationEvent``s
@@ -49,20 +49,18 @@ from controller.schedulers.base import Scheduler
 from core.classes import NUM_CLASSES
 from core.model import Decision, FlowKey, JobSpec
 from core.queues import DEFAULT_QUEUE_MS
+from twin import events as kinds
 from twin.control import ControlMixin
 from twin.model import ModelParams
 from twin.network import Network, allocate, hashed_path
-from twin.rings import (_EPS_T, _EV_APPLY, _EV_DECIDE, _EV_EVENTS, _EV_GPU, _EV_PERIODIC, _EV_RESUME_FLOW,
-                        _EV_START, _EV_STEP_DONE, FLOAT_BYTES, HEADER_BYTES, PROGRESS_STEPS, RING_MODELS, Op,
-                        RingMixin, chunk_bytes, step_chunk)
+from twin.rings import (FLOAT_BYTES, HEADER_BYTES, PROGRESS_STEPS, RING_MODELS, Op, RingMixin,
+                        chunk_bytes, step_chunk)
 from twin.tcp import TcpMixin
 from workloads.program import COMPUTE, LAUNCH, WAIT, IterationProgram
 
 # What other code imports from here (the ring's definitions live in twin/rings.py).
-__all__ = ["FLOAT_BYTES", "HEADER_BYTES", "OVERFLOW_PIECES", "PROGRESS_STEPS", "RING_MODELS", "FluidSim", "Op",
+__all__ = ["FLOAT_BYTES", "HEADER_BYTES", "PROGRESS_STEPS", "RING_MODELS", "FluidSim", "Op",
            "RankState", "RunResult", "chunk_bytes", "step_chunk"]
-
-OVERFLOW_PIECES = 8       # a pipelined ring pays its expected overflow timeouts after each eighth of its bytes
 
 
 @dataclass
@@ -354,7 +352,7 @@ class FluidSim(RingMixin, TcpMixin, ControlMixin):
                 st.busy_s += step.duration_s
                 st.index += 1
                 if step.duration_s > 0:
-                    self._push(self.now + step.duration_s, _EV_GPU, st)
+                    self._push(self.now + step.duration_s, kinds.GPU, st)
                     return
             elif step.kind == LAUNCH:
                 self._launch(st, step.bucket)
@@ -391,9 +389,9 @@ class FluidSim(RingMixin, TcpMixin, ControlMixin):
         # The controller's first decision is installed before the workload starts.
         self._apply(self.loop.install_all(0.0))
         if self.loop.period_s:
-            self._push(self.loop.period_s, _EV_PERIODIC)
+            self._push(self.loop.period_s, kinds.PERIODIC)
         for st in self.ranks.values():
-            self._push(st.start_at, _EV_GPU, st)
+            self._push(st.start_at, kinds.GPU, st)
         error = None
         while self.running > 0:
             if self.dirty:
@@ -409,7 +407,7 @@ class FluidSim(RingMixin, TcpMixin, ControlMixin):
                 break
             self.now = max(self.now, t)
             if t_net <= t:
-                done = np.flatnonzero(self.finish <= self.now + max(_EPS_T, self.now * 1e-12))
+                done = np.flatnonzero(self.finish <= self.now + max(kinds.EPS_T, self.now * 1e-12))
                 self._settle()
                 for c in done:
                     self._flow_done(int(c))
@@ -426,17 +424,17 @@ class FluidSim(RingMixin, TcpMixin, ControlMixin):
                          starvation_timeouts=self.starvation_timeouts, starved_flow_s=self.starved_flow_s)
 
     def _handle(self, kind: int, payload: Any) -> None:
-        if kind == _EV_GPU:
+        if kind == kinds.GPU:
             self._advance(payload)
-        elif kind == _EV_STEP_DONE:
+        elif kind == kinds.STEP_DONE:
             op, r = payload
             if r < 0:
                 self._ring_done(op)
             else:
                 self._step_done(op, r)
-        elif kind == _EV_START:
+        elif kind == kinds.START:
             self._start(*payload)
-        elif kind == _EV_RESUME_FLOW:
+        elif kind == kinds.RESUME_FLOW:
             c = payload
             if self.suspended[c]:
                 self._settle()
@@ -444,14 +442,14 @@ class FluidSim(RingMixin, TcpMixin, ControlMixin):
                 self.starved_since[c] = np.nan
                 self.t_acc[c] = self.now    # a pipelined ring's time asleep is not time sending
                 self.dirty = True
-        elif kind == _EV_EVENTS:
+        elif kind == kinds.EVENTS:
             self._deliver(payload)
-        elif kind == _EV_DECIDE:
+        elif kind == kinds.DECIDE:
             self._decide_pending = False
             self._decide()
-        elif kind == _EV_APPLY:
+        elif kind == kinds.APPLY:
             self._apply(payload)
-        elif kind == _EV_PERIODIC:
+        elif kind == kinds.PERIODIC:
             if self.running > 0:
                 self._decide()
-                self._push(self.now + self.loop.period_s, _EV_PERIODIC)
+                self._push(self.now + self.loop.period_s, kinds.PERIODIC)

@@ -17,15 +17,13 @@ import numpy as np
 
 from core.model import JobSpec
 from core.ring import ring_bytes_per_rank, ring_steps
+from twin import events as kinds
 
 HEADER_BYTES = 8          # workloads/allreduce.py: one message header per ring step
 RING_MODELS = ("steps", "pipelined")
 PROGRESS_STEPS = 4        # workloads/worker.py: a progress event per quarter of a rank's bytes
 FLOAT_BYTES = 4
-_EPS_T = 1e-12
-
-# Heap event kinds (ordered so that, at one instant, deliveries happen before the GPU moves on).
-_EV_STEP_DONE, _EV_START, _EV_RESUME_FLOW, _EV_APPLY, _EV_EVENTS, _EV_DECIDE, _EV_PERIODIC, _EV_GPU = range(8)
+OVERFLOW_PIECES = 8       # a pipelined ring pays its expected overflow timeouts after each eighth of its bytes
 
 
 def chunk_bytes(nbytes: int, workers: int) -> List[int]:
@@ -110,7 +108,7 @@ class RingMixin:
             return  # step s sends what was received in step s - 1
         op.sending[r] = True
         if self.p.step_latency_s > 0:
-            self._push(self.now + self._step_latency(1), _EV_START, (op, r))
+            self._push(self.now + self._step_latency(1), kinds.START, (op, r))
         else:
             self._start(op, r)
 
@@ -134,11 +132,9 @@ class RingMixin:
         self.dirty = True
 
     def _start_ring(self, op: Op) -> None:
-        # OVERFLOW_PIECES is read from twin.engine at each start, as bench/twin.py and the tests set it there.
-        from twin import engine
         e = self.ring_index[(op.job.index, op.bucket)]
         total = float(max(self._rank_bytes(op)))
-        pieces = min(op.steps, engine.OVERFLOW_PIECES) if self.overflow_on else 1
+        pieces = min(op.steps, OVERFLOW_PIECES) if self.overflow_on else 1
         self.active[e] = True
         self.total[e] = total
         self.rem[e] = self.piece_bytes[e] = total / pieces
@@ -207,11 +203,11 @@ class RingMixin:
             self.piece_left[e] = 0.0
         self.rem[e] = piece
         self.t_ref[e] = self.now
-        if delay > _EPS_T and not self.suspended[e]:
+        if delay > kinds.EPS_T and not self.suspended[e]:
             self.suspended[e] = True
             self.finish[e] = np.inf
             self.dirty = True
-            self._push(self.now + delay, _EV_RESUME_FLOW, e)
+            self._push(self.now + delay, kinds.RESUME_FLOW, e)
         elif self.rate[e] > 0 and not self.suspended[e]:
             self.finish[e] = self.now + piece / self.rate[e]
 
@@ -232,7 +228,7 @@ class RingMixin:
         delay += self._hol_delay(e, op.steps)
         delay += self._starved_tail(e)
         if delay > 0:
-            self._push(self.now + delay, _EV_STEP_DONE, (op, -1))
+            self._push(self.now + delay, kinds.STEP_DONE, (op, -1))
         else:
             self._ring_done(op)
 
@@ -280,7 +276,7 @@ class RingMixin:
         delay += self._starved_tail(c)
         r = self.conn_meta[c][1]
         if delay > 0:
-            self._push(self.now + delay, _EV_STEP_DONE, (op, r))
+            self._push(self.now + delay, kinds.STEP_DONE, (op, r))
         else:
             self._step_done(op, r)
 

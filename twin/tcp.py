@@ -18,8 +18,8 @@ import numpy as np
 
 from core.queues import MTU_BYTES, queue_packets
 from core.transport import TCP_PAYLOAD
+from twin import events as kinds
 from twin.network import Network
-from twin.rings import _EPS_T, _EV_RESUME_FLOW
 
 
 class TcpMixin:
@@ -313,10 +313,10 @@ class TcpMixin:
         if timed_out is not None:
             resume = max(resume, timed_out[0])
             self.backoff[c] += timed_out[1]
-        if resume > self.now + _EPS_T and not self.suspended[c]:
+        if resume > self.now + kinds.EPS_T and not self.suspended[c]:
             self.suspended[c] = True
             self.dirty = True
-            self._push(resume, _EV_RESUME_FLOW, c)
+            self._push(resume, kinds.RESUME_FLOW, c)
             return True
         return False
 
