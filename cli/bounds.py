@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What a scheduler could at best reach on a scenario: each job alone on the same fabric, hosts and time scale.
+"""What a scheduler could at best reach on a scenario: each job alone, and all of them within the links' capacity.
 
     python scripts/bounds.py --scenario workloads/scenarios/headline.yaml [--engine fluid] [-- RUNNER FLAGS]
     sudo python scripts/bounds.py --scenario ... --engine emulation -- --host-rate 5 --fabric-rate 5
@@ -20,6 +20,12 @@ In the fluid engine the jobs run under the ``physical`` model (twin/model.py: th
 terms, its fitted delays off), the optimistic end of the twin, unless the runner flags name a ``--twin-model``:
 a bound must not be lowered by a delay that was fitted on links shared with other jobs.
 
+Beside it, the capacity-aware bound (analysis/bounds.py): the most the jobs can reach together when every
+route's cut (each host's link, each leaf's and pod's uplinks and downlinks) carries at most its rate, with each
+job at most its solo bound; it shows whether the room the solo bound leaves is real. Both are in the JSON:
+``cluster_u_bound`` (solo) and ``cluster_u_capacity_bound`` with ``capacity`` (each job's share and the cuts that
+bind).
+
 The runs go to a temporary folder, or with ``--keep DIR`` to ``DIR/<job>-<scheduler>/`` (results folders like any
 run's: research/fit_twin.py fits the twin's per-step latency on emulation runs of one job alone).
 """
@@ -35,6 +41,7 @@ import tempfile
 
 import yaml
 
+from analysis.bounds import capacity_bound
 from analysis.schedulers import folder_label, scheduler_classes
 from cli import run as runner
 from experiment.results import RunFolder
@@ -43,6 +50,19 @@ from workloads.profiles import available_profiles
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 RUN = [sys.executable, os.path.join(PROJECT_DIR, "testbed", "run.py")]
+
+
+def with_capacity(result: dict, scenario_path: str) -> dict:
+    """This command's JSON ``result`` with the capacity-aware bound added (None where a job has no solo bound),
+    for the scenario at ``scenario_path`` resolved with the result's runner flags."""
+    args = runner.build_parser().parse_args(["--scenario", scenario_path, *result.get("runner_flags", [])])
+    plan = runner.validate(args)
+    solo = {name: job.get("u_bound") for name, job in result["jobs"].items()}
+    capacity = None
+    if solo and all(u is not None for u in solo.values()):
+        capacity = capacity_bound(plan.layout, plan.jobs, solo)
+    return dict(result, capacity=capacity,
+                cluster_u_capacity_bound=None if capacity is None else capacity["cluster_u_bound"])
 
 
 def alone_scenarios(scenario_path: str, runner_flags) -> tuple:
@@ -124,7 +144,8 @@ def main(argv=None) -> int:
                 gpus += spec.workers
                 weighted += spec.workers * best
     complete = all(j["u_bound"] is not None for j in jobs.values())
-    print(json.dumps({"scenario": args.scenario, "engine": args.engine, "runner_flags": args.runner_flags,
-                      "time_scale": resolved.scenario.scaling.time_scale, "jobs": jobs,
-                      "cluster_u_bound": weighted / gpus if complete and gpus else None}, indent=2))
+    result = {"scenario": args.scenario, "engine": args.engine, "runner_flags": args.runner_flags,
+              "time_scale": resolved.scenario.scaling.time_scale, "jobs": jobs,
+              "cluster_u_bound": weighted / gpus if complete and gpus else None}
+    print(json.dumps(with_capacity(result, args.scenario), indent=2))
     return 0 if complete else 1

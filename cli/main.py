@@ -33,7 +33,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "sweep": ("cli.sweep", "a grid of runs (schedulers x scenarios x seeds x --set axes) and one summary table"),
     "suite": ("cli.suite", "the scenario suite under every variant, with bounds; --compare against the other engine"),
     "plot": ("cli.plot", "figures and tables from a sweep folder or run folders"),
-    "bounds": ("cli.bounds", "each job of a scenario alone on its share of the fabric: an upper bound"),
+    "bounds": ("cli.bounds", "a scenario's upper bounds: each job alone, and all jobs within the links' capacity"),
     "reanalyse": ("cli.reanalyse", "rebuild the derived files of finished run folders"),
     "bench": ("bench", "bench NAME: a benchmark of the testbed itself (bench/NAME.py; 'bench --help' lists them)"),
     "research": ("research", "research NAME: an investigation behind docs/ (research/NAME.py; 'research --help')"),

@@ -8,7 +8,7 @@
 # 2. Open vSwitch started. With the openvswitch kernel module (e.g. the Vagrant VM) the kernel datapath is used;
 #    without it (containers, sandboxes) the userspace datapath, which needs userspace TSO for TCP to work.
 # 3. A virtual environment in <project>/.venv on the system's python3 (>= 3.10) with ryu 4.34 made to work on
-#    Python 3.10-3.13, mininet, scapy, numpy, matplotlib, pytest and the testbed itself (editable).
+#    Python 3.10-3.13, mininet, scapy, numpy, scipy, matplotlib, pytest and the testbed itself (editable).
 #
 # Options (for the test command, which also checks the code on other interpreters):
 #   --python PATH   build the environment on this interpreter (default /usr/bin/python3)
@@ -120,7 +120,7 @@ pip_install --no-build-isolation 'ryu==4.34' "eventlet==$EVENTLET" 'dnspython==2
 pip_install --no-build-isolation -e "$PROJECT_DIR[test]"
 check_out=$("$VENV/bin/python" - 2>&1 <<'PYEOF'
 import controller.launcher  # noqa: F401  (patches eventlet before ryu is imported)
-import mininet.net, ryu.cmd.manager, ryu.base.app_manager, scapy.all, numpy, matplotlib, yaml, tqdm, pytest  # noqa: F401
+import mininet.net, ryu.cmd.manager, ryu.base.app_manager, scapy.all, numpy, scipy, matplotlib, yaml, tqdm, pytest  # noqa: F401
 PYEOF
 ) || { echo "$check_out" >&2; echo "install.sh: the Python environment does not import" >&2; exit 1; }
 # The stamp tells the run and test commands that this environment matches the current install recipe.
