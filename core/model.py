@@ -22,10 +22,11 @@ from typing import Optional, Tuple
 
 from core.classes import NUM_CLASSES
 
-MAX_JOBS = 64
 MAX_BUCKETS = 64
 DST_PORT_BASE = 10000
 SRC_PORT_BASE = 20000
+#: As many jobs as the source ports hold (64 buckets each, below 65536): 711, in both engines.
+MAX_JOBS = (65536 - SRC_PORT_BASE) // MAX_BUCKETS
 
 SEMANTICS = ("overlap", "wait_all")
 

@@ -235,7 +235,7 @@ BAD = [
     ({"jobs": [_job()], "placement": {"policy": "scatter"}}, "placement.policy: must be one of packed, spread"),
     ({"jobs": [_job()], "placement": {"policy": "random", "sede": 1}}, "placement.sede: unknown field"),
     ({"jobs": [_job()], "target_iteration_s": [3, 1]}, "target_iteration_s: low must not exceed high"),
-    ({"jobs": [_job(name=f"j{i}") for i in range(MAX_JOBS + 1)]}, "jobs: at most 64 jobs"),
+    ({"jobs": [_job(name=f"j{i}") for i in range(MAX_JOBS + 1)]}, "jobs: at most 711 jobs"),
 ]
 
 

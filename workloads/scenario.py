@@ -11,7 +11,7 @@ A scenario file is YAML (JSON is accepted too, since it is YAML)::
     min_packets_per_op: 20         # optional, default 20: data packets per ring hop of the smallest operation
                                    # (buckets merged, and under "auto" the time scale raised, to get them; 0: off)
     placement: {policy: spread, seed: 1}   # optional, default spread; "placement: packed" is short for it
-    jobs:                          # 1..64 jobs; a job's index is its position in this list
+    jobs:                          # 1..711 jobs (core/model.py MAX_JOBS); a job's index is its position in this list
       - name: resnet               # unique; letters, digits, '_', '.', '-'
         model: resnet50            # a shipped profile, or a profile file path relative to this file
         workers: 4                 # ring size >= 2; one worker per host
