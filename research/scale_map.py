@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""The scale map: the shipped schedulers in the twin over fabrics, tenant counts and oversubscription, each point
+against its solo and capacity-aware bounds.
+
+Question: Where, at scale, is there room above Crux, and does Flux take it? (docs/scale-predictions.md, written
+before the first runs, says what was expected.)
+Answer: see docs/scale.md, generated from the committed map by ``report``.
+Cited in: docs/scale.md.
+
+    python research/scale_map.py run --gpus 256 --tenants 8,16,32 --oversubscription 1,2,4 --seeds 1,2 \\
+        --out results/scale/map-256
+    python research/scale_map.py report results/scale/map-256 [--md docs/scale.md]
+
+A point is a leaf-spine of GPUS hosts (16 per leaf up to 256 GPUs, 32 above), its spines set for the
+oversubscription (hosts per leaf over spines, host and fabric links at --rate), and TENANTS jobs of equal ring
+size cycling through ResNet-50, VGG-16, BERT-large and GPT-2 1.5B, with iteration counts that keep them running
+for a similar time (as workloads/scenarios/scale-1024.yaml), placed by --placement with the run's seed. Every
+scheduler runs it in the twin (calibrated model); each job also runs alone under ECMP and ByteScheduler's order
+(physical model, as cli/bounds.py does) for the solo bound, and analysis/bounds.py gives the capacity-aware bound.
+``run`` appends one row per (point, seed, scheduler) to OUT/map.csv and skips rows already there; ``report``
+prints the Markdown of docs/scale.md.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import os
+import statistics
+import sys
+import time
+from typing import Dict, List, Optional
+
+if __name__ == "__main__":  # run as a file: the project on sys.path, set up, continue in .venv
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from cli.entry import set_up
+    set_up(__file__, fabric=False)
+
+import yaml
+
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = ("resnet50", "vgg16", "bert_large", "gpt2_xl")
+ITERATIONS = {"resnet50": 8, "vgg16": 6, "bert_large": 5, "gpt2_xl": 2}
+SOLO_SCHEDULERS = ("ecmp", "bytescheduler")
+COLUMNS = ["gpus", "tenants", "oversubscription", "placement", "seed", "scheduler", "u", "timeouts", "u_solo_bound",
+           "u_capacity_bound", "capacity_method", "sim_s", "wall_s", "git_commit"]
+
+
+def fabric(gpus: int, oversubscription: float, rate: float):
+    from core.fabric import FabricSpec
+    per_leaf = 16 if gpus <= 256 else 32
+    if gpus % per_leaf:
+        raise ValueError(f"--gpus {gpus}: a multiple of {per_leaf}")
+    spines = per_leaf / oversubscription
+    if spines < 1 or spines != int(spines):
+        raise ValueError(f"--oversubscription {oversubscription:g}: {per_leaf} hosts per leaf over a whole number "
+                         "of spines")
+    return FabricSpec(int(spines), gpus // per_leaf, per_leaf, rate, rate)
+
+
+def scenario(gpus: int, tenants: int, placement: str, seed: int) -> dict:
+    size = gpus // tenants
+    if size < 2 or size * tenants != gpus:
+        raise ValueError(f"{tenants} tenants on {gpus} GPUs: rings of 2 or more workers that share them exactly")
+    jobs = [{"name": f"t{i:03d}-{MODELS[i % len(MODELS)]}", "model": MODELS[i % len(MODELS)], "workers": size,
+             "iterations": ITERATIONS[MODELS[i % len(MODELS)]]} for i in range(tenants)]
+    return {"name": f"map-{gpus}-{tenants}", "real_link_gbps": 100, "time_scale": "auto", "max_buckets": 4,
+            "placement": {"policy": placement, "seed": seed}, "jobs": jobs}
+
+
+def measure_point(gpus, tenants, oversubscription, placement, seed, schedulers, rate, folder) -> List[dict]:
+    import twin
+    from analysis.bounds import capacity_bound
+    from experiment.results import code_label, code_version
+
+    spec = fabric(gpus, oversubscription, rate)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"scenario-{gpus}-{tenants}-{oversubscription:g}-{placement}-s{seed}.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        yaml.safe_dump(scenario(gpus, tenants, placement, seed), f, sort_keys=False)
+    plan = twin.prepare(path, spec, seed=seed)
+    fifo = twin.transport_settings(plan.transport, plan.queue_ms)
+    common = dict(class_mode=plan.class_mode, class_floor=plan.class_floor, hash_seed=seed, time_limit_s=3600.0,
+                  ring_model="auto", **fifo, seed=seed)
+    solo = {}
+    for job in plan.jobs:
+        alone = dataclasses.replace(job, start_offset_s=0.0)
+        utils = []
+        for s in SOLO_SCHEDULERS:
+            figures = twin.summarize([alone], twin.simulate(plan.layout, [alone], s, {}, "physical", **common))
+            utils.append(figures["cluster"]["gpu_utilization"])
+        solo[job.name] = max(utils)
+    gpus_total = sum(j.workers for j in plan.jobs)
+    u_solo = sum(solo[j.name] * j.workers for j in plan.jobs) / gpus_total
+    capacity = capacity_bound(plan.layout, plan.jobs, solo)
+    label = code_label(code_version(PROJECT_DIR))
+    rows = []
+    for s in schedulers:
+        wall = time.perf_counter()
+        result = twin.simulate(plan.layout, plan.jobs, s, {}, "calibrated", **common)
+        figures = twin.summarize(plan.jobs, result)
+        rows.append({"gpus": gpus, "tenants": tenants, "oversubscription": oversubscription, "placement": placement,
+                     "seed": seed, "scheduler": s,
+                     "u": figures["cluster"]["gpu_utilization"] if result.completed else None,
+                     "timeouts": round(float(sum(result.timeouts.values())), 1), "u_solo_bound": u_solo,
+                     "u_capacity_bound": capacity["cluster_u_bound"], "capacity_method": capacity["method"],
+                     "sim_s": result.sim_time_s, "wall_s": time.perf_counter() - wall, "git_commit": label})
+        sys.stderr.write(f"{gpus} GPUs, {tenants} tenants, {oversubscription:g}:1, {placement}, seed {seed}, {s}: "
+                         f"{rows[-1]['u']}\n")
+    return rows
+
+
+def read_rows(path: str) -> List[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def run(args) -> int:
+    out = args.out
+    os.makedirs(out, exist_ok=True)
+    table = os.path.join(out, "map.csv")
+    done = {(r["gpus"], r["tenants"], r["oversubscription"], r["placement"], r["seed"], r["scheduler"])
+            for r in read_rows(table)}
+    schedulers = args.schedulers.split(",")
+    for gpus in args.gpus:
+        for tenants in args.tenants:
+            for over in args.oversubscription:
+                for seed in args.seeds:
+                    key = (str(gpus), str(tenants), str(over), args.placement, str(seed))
+                    todo = [s for s in schedulers if key + (s,) not in done]
+                    if not todo:
+                        continue
+                    rows = measure_point(gpus, tenants, over, args.placement, seed, todo, args.rate,
+                                         os.path.join(out, "scenarios"))
+                    new = not os.path.exists(table)
+                    with open(table, "a", newline="", encoding="utf-8") as f:
+                        w = csv.DictWriter(f, fieldnames=COLUMNS)
+                        if new:
+                            w.writeheader()
+                        w.writerows(rows)
+    return 0
+
+
+def _mean(values: List[float]) -> Optional[float]:
+    return statistics.mean(values) if values else None
+
+
+def report(folder: str) -> str:
+    """docs/scale.md's text from ``folder``/map.csv."""
+    rows = read_rows(os.path.join(folder, "map.csv"))
+    points: Dict[tuple, Dict[str, List[dict]]] = {}
+    for r in rows:
+        key = (int(r["gpus"]), int(r["tenants"]), float(r["oversubscription"]), r["placement"])
+        points.setdefault(key, {}).setdefault(r["scheduler"], []).append(r)
+    lines = [
+        "# The scale map",
+        "",
+        f"Generated by `python research/scale_map.py report {folder} --md docs/scale.md` from `{folder}/map.csv`;",
+        "the runs: `python research/scale_map.py run ...` (its docstring). Flow-level twin, calibrated model.",
+        "What was expected before these runs: [scale-predictions.md](scale-predictions.md); the bounds:",
+        "[bounds.md](bounds.md) (the capacity-aware bound is the steady state's above 16 tenants).",
+        "",
+        "Each cell: cluster GPU utilisation, mean over seeds [min, max]. Ratios are of the means.",
+        "",
+        "| GPUs | tenants | oversub. | placement | seeds | ECMP | ByteScheduler | Crux | Flux | solo bound "
+        "| capacity bound | Crux / ECMP | Flux / Crux | best baseline | Flux / best | Crux / capacity |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def cell(values):
+        if not values:
+            return ""
+        return f"{statistics.mean(values):.3f} [{min(values):.3f}, {max(values):.3f}]"
+
+    for key in sorted(points):
+        by = points[key]
+        u = {s: [float(r["u"]) for r in by.get(s, []) if r["u"]] for s in ("ecmp", "bytescheduler", "crux", "flux")}
+        means = {s: _mean(v) for s, v in u.items()}
+        any_row = next(iter(by.values()))
+        solo = _mean([float(r["u_solo_bound"]) for r in any_row])
+        cap = _mean([float(r["u_capacity_bound"]) for r in any_row])
+        best = max((means[s] for s in ("ecmp", "bytescheduler", "crux") if means[s] is not None), default=None)
+
+        def ratio(a, b):
+            return f"{a / b:.3f}" if a is not None and b else ""
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]:g}:1 | {key[3]} | {len(any_row)} | "
+                     + " | ".join(cell(u[s]) for s in ("ecmp", "bytescheduler", "crux", "flux"))
+                     + f" | {solo:.3f} | {cap:.3f} | {ratio(means['crux'], means['ecmp'])} | "
+                     f"{ratio(means['flux'], means['crux'])} | {best:.3f} | {ratio(means['flux'], best)} | "
+                     f"{ratio(means['crux'], cap)} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="scale_map.py", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="measure the map's points into OUT/map.csv")
+
+    def ints(text):
+        return [int(x) for x in text.split(",") if x]
+    r.add_argument("--gpus", type=ints, default=[256])
+    r.add_argument("--tenants", type=ints, default=[8, 16, 32])
+    r.add_argument("--oversubscription", type=lambda t: [float(x) for x in t.split(",") if x], default=[1.0, 2.0])
+    r.add_argument("--placement", choices=["random", "spread", "packed"], default="random")
+    r.add_argument("--seeds", type=ints, default=[1, 2])
+    r.add_argument("--schedulers", default="ecmp,bytescheduler,crux,flux")
+    r.add_argument("--rate", type=float, default=5.0, help="host and fabric link rate, Mbit/s (default 5)")
+    r.add_argument("--out", required=True)
+    g = sub.add_parser("report", help="the Markdown of docs/scale.md from a map folder")
+    g.add_argument("folder")
+    g.add_argument("--md", default=None, help="write it to this file as well")
+    args = p.parse_args(argv)
+    if args.command == "run":
+        try:
+            return run(args)
+        except ValueError as exc:
+            sys.stderr.write(f"scale_map.py: {exc}\n")
+            return 2
+    text = report(args.folder)
+    print(text, end="")
+    if args.md:
+        with open(args.md, "w", encoding="utf-8") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
