@@ -6,7 +6,9 @@ the loop, and sends the rules of the decisions it returns; the twin (twin/engine
 simulated times and applies the same decisions to its fluid network. So one scheduler is enforced the same way
 in both engines, by construction:
 
-* ``on_events(now, events)`` folds operation events into the scheduler; True when they call for a reconcile;
+* ``on_events(now, events)`` folds operation events into the scheduler; True when they call for a reconcile.
+  A scheduler that ``hears_jobs`` is told first of a job's arrival (its first event) and, after its last
+  operation's last ``done``, of its departure, and each calls for a reconcile;
 * ``reconcile(now)`` asks the scheduler and returns only the flows whose decision changed (recorded as
   installed); ``due_period()`` says how often a periodic reconcile is wanted, if at all;
 * ``install_all(now)`` returns every flow's decision (a switch connecting, the first decision of a run);
@@ -20,7 +22,8 @@ the network down.
 from __future__ import annotations
 
 import logging
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from collections import Counter
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from controller.schedulers.base import Scheduler
 from core.fabric import FabricView
@@ -53,6 +56,10 @@ class ControlLoop:
         self.installed: Dict[FlowKey, Decision] = {}
         self.pins: Dict[FlowKey, Decision] = {}
         self.reconcile_on = frozenset(scheduler.reconcile_on)
+        self.jobs = {job.index: job for job in scheduler.jobs}
+        self.arrived: Set[int] = set()
+        self.departed: Set[int] = set()
+        self._done: Counter = Counter()      # job -> "done" events of its last iteration
         self.decide_calls = 0
         self.events = 0
         self.errors = 0
@@ -66,16 +73,28 @@ class ControlLoop:
     @property
     def listens(self) -> bool:
         """Whether events or timers can change this scheduler's decisions (if not, it decides once)."""
-        return bool(self.reconcile_on) or bool(self.period_s)
+        return bool(self.reconcile_on) or bool(self.period_s) or self.scheduler.hears_jobs
 
     # ------------------------------------------------------------------------------------------- inputs
     def on_events(self, now: float, events: Iterable[OperationEvent]) -> bool:
         """Fold operation events into the scheduler; True when one of them calls for a reconcile."""
         trigger = False
+        hears = self.scheduler.hears_jobs
         for ev in events:
             self.events += 1
+            job = self.jobs.get(ev.job)
+            if hears and job is not None and ev.job not in self.arrived:
+                self.arrived.add(ev.job)
+                self.scheduler.on_job_arrival(job, now)
+                trigger = True
             self.scheduler.on_event(ev, now)
             trigger = trigger or ev.kind in self.reconcile_on
+            if hears and job is not None and ev.kind == "done" and ev.iteration == job.iterations - 1:
+                self._done[ev.job] += 1
+                if self._done[ev.job] == job.workers * len(job.model.buckets) and ev.job not in self.departed:
+                    self.departed.add(ev.job)
+                    self.scheduler.on_job_departure(job, now)
+                    trigger = True
         return trigger
 
     def fabric_change(self, now: float, fabric: FabricView) -> Dict[FlowKey, Decision]:

@@ -1,6 +1,7 @@
 """Scenario files: validation errors, placement policies, resolution into JobSpecs, the shipped scenarios."""
 import json
 import math
+import re
 
 import pytest
 import yaml
@@ -261,3 +262,34 @@ def test_unreadable_files(tmp_path):
         load_scenario(write(tmp_path, "jobs: [", "broken.yaml"))
     with pytest.raises(ScenarioError, match=r"list\.yaml: \(top level\)"):
         load_scenario(write(tmp_path, "- 1\n- 2\n", "list.yaml"))
+
+
+def test_poisson_arrivals_set_each_jobs_start_and_are_recorded(tmp_path):
+    from workloads.scenario import arrival_times
+    path = tmp_path / "churn.yaml"
+    path.write_text("arrivals: {process: poisson, mean_interarrival_s: 4, seed: 7}\njobs:\n"
+                    + "".join(f"  - {{name: j{i}, model: resnet50, workers: 2, iterations: 3}}\n" for i in range(5)))
+    scenario = load_scenario(path)
+    offsets = [j.start_offset_s for j in scenario.jobs]
+    assert offsets == arrival_times({"mean_interarrival_s": 4.0, "seed": 7}, 5)
+    assert offsets[0] == 0.0 and all(b > a for a, b in zip(offsets, offsets[1:]))
+    assert scenario.to_dict()["arrivals"] == {"process": "poisson", "mean_interarrival_s": 4.0, "seed": 7}
+    # Many draws average to the mean gap.
+    many = arrival_times({"mean_interarrival_s": 4.0, "seed": 1}, 2001)
+    assert 3.6 < many[-1] / 2000 < 4.4
+
+
+@pytest.mark.parametrize("arrivals, job_extra, message", [
+    ("{process: uniform, mean_interarrival_s: 4}", "", "arrivals.process: must be one of poisson"),
+    ("{process: poisson}", "", "arrivals.mean_interarrival_s: missing"),
+    ("{mean_interarrival_s: -1}", "", "arrivals.mean_interarrival_s: must be a number > 0"),
+    ("{mean_interarrival_s: 2, rate: 1}", "", "arrivals.rate: unknown field"),
+    ("{mean_interarrival_s: 2}", ", start_offset_s: 1", "jobs[0].start_offset_s: arrivals: draws every job"),
+    ("poisson", "", "arrivals: must be a mapping"),
+])
+def test_bad_arrivals_are_one_line_naming_the_field(tmp_path, arrivals, job_extra, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"arrivals: {arrivals}\njobs:\n  - {{name: a, model: resnet50, workers: 2, iterations: 1"
+                    f"{job_extra}}}\n")
+    with pytest.raises(ScenarioError, match=re.escape(message)):
+        load_scenario(path)

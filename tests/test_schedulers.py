@@ -777,3 +777,35 @@ def test_pairwise_factor_does_not_depend_on_the_time_unit():
     for scale in (600.0, 3600.0, 1e5):
         scaled = [IterationShape(s.compute_s * scale, s.ready_s * scale, s.comm_s * scale) for s in (a, b)]
         assert pairwise_factor(*scaled) == pytest.approx(k, rel=1e-6)
+
+
+# -- online tenants -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["crux", "flux"])
+def test_online_orders_only_the_jobs_running(name):
+    """With online=true the policy has no rules for a job before its first event, orders the heavy job above the
+    light one while both run, and drops a job's rules once its last operation is done; the control loop tells
+    it of each and decides again."""
+    from controller.loop import ControlLoop
+    fabric, heavy, light = _two_tenant_world()
+    sched = make_scheduler(name, fabric, [heavy, light], {"online": True})
+    loop = ControlLoop(sched, [f for j in (heavy, light) for b in range(4) for f in j.flows(b)])
+    assert sched.hears_jobs and loop.listens and sched.decide(0.0) == {}
+    assert loop.on_events(1.0, launch(light, 0, 1.0, needed_at=2.0)[:1]) is True    # its first event: it arrived
+    alone = sched.decide(1.0)
+    assert job_class(alone, light) is not None and heavy.flow(0, 0) not in alone
+    loop.on_events(2.0, launch(heavy, 0, 2.0, needed_at=3.0)[:1])
+    both = sched.decide(2.0)
+    # Bucket 1 has no live operation (Flux keeps a live one in the class it launched in).
+    assert job_class(both, heavy, 1) > job_class(both, light, 1)
+    done = [OperationEvent("done", heavy.index, r, heavy.iterations - 1, b, 9.0)
+            for b in range(4) for r in range(heavy.workers)]
+    assert loop.on_events(9.0, done[:-1]) is (name == "flux")     # flux decides on "done" anyway; crux waits
+    assert loop.on_events(9.0, done[-1:]) is True                 # the last done: the job has left
+    assert heavy.flow(0, 0) not in sched.decide(9.0) and loop.departed == {heavy.index}
+    assert sched.reorders == 3
+
+
+def test_offline_crux_orders_every_job_from_the_start_and_hears_nothing():
+    fabric, heavy, light = _two_tenant_world()
+    sched = CruxScheduler(fabric, [heavy, light])
+    assert not sched.hears_jobs and job_class(sched.decide(0.0), heavy) > job_class(sched.decide(0.0), light)

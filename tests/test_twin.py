@@ -854,3 +854,24 @@ def test_rto_rttvar_raises_the_timer_after_a_starvation_and_lowers_it_only_while
     s.rttvar_mark[0] = s.now               # sending again
     s.now += 2 * rtt
     assert s._timer(0) == pytest.approx(0.2 + 0.8 * 0.75 ** 2)
+
+
+def test_online_schedulers_hear_every_arrival_and_departure_in_the_twin(tmp_path):
+    """Three tenants arriving one after another (Poisson): Crux and Flux with online=true reorder at each of the
+    three arrivals and of the departures, which the control loop finds in the workers' events (the run ends with
+    the last GPU, before the last job's final events reach the controller: its departure may go unheard)."""
+    from controller.schedulers.registry import make_scheduler
+    path = tmp_path / "churn.yaml"
+    path.write_text("arrivals: {process: poisson, mean_interarrival_s: 1.0, seed: 3}\nplacement: spread\njobs:\n"
+                    "  - {name: a, model: resnet50, workers: 2, iterations: 3}\n"
+                    "  - {name: b, model: vgg16, workers: 2, iterations: 2}\n"
+                    "  - {name: c, model: bert_large, workers: 2, iterations: 2}\n")
+    plan = twin.prepare(str(path), FabricSpec(1, 2, 4, 5.0, 5.0))
+    assert [j.start_offset_s for j in plan.jobs][0] == 0.0 and plan.jobs[2].start_offset_s > 0
+    for name in ("crux", "flux"):
+        result = twin.simulate(plan.layout, plan.jobs, name, {"online": True}, "calibrated")
+        assert result.completed and result.scheduler.reorders in (5, 6), name
+        assert len(result.scheduler.active) <= 1
+    offline = twin.simulate(plan.layout, plan.jobs, "crux", {}, "calibrated")
+    assert offline.completed and offline.scheduler.reorders == 0
+    assert make_scheduler("crux", plan.layout.view(), plan.jobs, {"online": True}).decide(0.0) == {}

@@ -11,6 +11,7 @@ A scenario file is YAML (JSON is accepted too, since it is YAML)::
     min_packets_per_op: 20         # optional, default 20: data packets per ring hop of the smallest operation
                                    # (buckets merged, and under "auto" the time scale raised, to get them; 0: off)
     placement: {policy: spread, seed: 1}   # optional, default spread; "placement: packed" is short for it
+    arrivals: {process: poisson, mean_interarrival_s: 5, seed: 1}   # optional: tenants arriving over time
     jobs:                          # 1..711 jobs (core/model.py MAX_JOBS); a job's index is its position in this list
       - name: resnet               # unique; letters, digits, '_', '.', '-'
         model: resnet50            # a shipped profile, or a profile file path relative to this file
@@ -40,10 +41,16 @@ Unknown fields are errors; every error is a ``ScenarioError`` whose message name
   ring crosses the spine at every hop it can: the contended case), ``random`` shuffles with ``seed``.
   Rank r of a job runs on the r-th host it was given.
 
-``start_offset_s`` is not scaled: it is emulated time, as one reads it on the testbed's clock.
+``start_offset_s`` is not scaled: it is emulated time, as one reads it on the testbed's clock. It is a job's
+arrival: a trace of arrivals is a list of jobs with their offsets. ``arrivals`` draws them instead: the first job
+in the file arrives at 0 and each next one an exponential gap of mean ``mean_interarrival_s`` (emulated seconds)
+after the one before (a Poisson process, drawn with ``seed``); jobs may not then give ``start_offset_s``. A job
+leaves when its last iteration is done. Schedulers that hear of arrivals and departures (``online=true``) learn
+of them from the jobs' events (controller/loop.py), in both engines.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import re
@@ -75,7 +82,8 @@ DEFAULT_POLICY = "spread"
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 _TOP_KEYS = ("name", "description", "real_link_gbps", "time_scale", "target_iteration_s", "max_buckets",
-             "min_packets_per_op", "placement", "jobs", "faults")
+             "min_packets_per_op", "placement", "arrivals", "jobs", "faults")
+ARRIVAL_PROCESSES = ("poisson",)
 _JOB_KEYS = ("name", "model", "workers", "iterations", "start_offset_s", "semantics", "hosts")
 
 Host = Tuple[str, str, int]
@@ -172,6 +180,7 @@ class Scenario:
     source: str = "<scenario>"
     faults: Tuple[str, ...] = ()
     min_packets_per_op: float = DEFAULT_MIN_PACKETS
+    arrivals: Optional[Dict[str, Any]] = None
 
     @property
     def total_workers(self) -> int:
@@ -184,7 +193,7 @@ class Scenario:
             "target_iteration_s": list(self.target_iteration_s), "max_buckets": self.max_buckets,
             "min_packets_per_op": self.min_packets_per_op,
             "placement": self.placement.to_dict(), "jobs": [j.to_dict() for j in self.jobs],
-            "faults": list(self.faults),
+            "faults": list(self.faults), **({"arrivals": dict(self.arrivals)} if self.arrivals else {}),
         }
 
     def scaling(self, emu_link_mbps: float) -> Scaling:
@@ -349,6 +358,14 @@ def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Union[st
             v.fail(f"jobs[{i}].name", f"duplicate job name {job.name!r} (also jobs[{seen[job.name]}])")
         seen[job.name] = i
         jobs.append(job)
+    arrivals = None
+    if "arrivals" in data:
+        arrivals = v.arrivals(data["arrivals"])
+        for i, item in enumerate(jobs_data):
+            if isinstance(item, dict) and "start_offset_s" in item:
+                v.fail(f"jobs[{i}].start_offset_s", "arrivals: draws every job's arrival; give one or the other")
+        times = arrival_times(arrivals, len(jobs))
+        jobs = [dataclasses.replace(job, start_offset_s=t) for job, t in zip(jobs, times)]
     faults = data.get("faults", [])
     if not isinstance(faults, list):
         v.fail("faults", "must be a list of faults such as 'link lf1-sp1 down at 5'")
@@ -360,7 +377,19 @@ def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Union[st
     return Scenario(name=name, jobs=tuple(jobs), description=" ".join(description.split()),
                     real_link_gbps=real_link_gbps, time_scale=time_scale, target_iteration_s=(lo, hi),
                     max_buckets=max_buckets, placement=placement, source=source,
-                    faults=tuple(str(line).strip() for line in faults), min_packets_per_op=min_packets)
+                    faults=tuple(str(line).strip() for line in faults), min_packets_per_op=min_packets,
+                    arrivals=arrivals)
+
+
+def arrival_times(arrivals: Dict[str, Any], jobs: int) -> List[float]:
+    """Each job's arrival (emulated seconds from the start): the first at 0, then exponential gaps."""
+    rng = random.Random(arrivals["seed"])
+    times, t = [], 0.0
+    for i in range(jobs):
+        if i:
+            t += rng.expovariate(1.0 / arrivals["mean_interarrival_s"])
+        times.append(round(t, 6))
+    return times
 
 
 class _Checker:
@@ -395,6 +424,20 @@ class _Checker:
                 or value < 0 or (positive and value == 0):
             self.fail(where, f"must be a number {'> 0' if positive else '>= 0'}{hint} (got {value!r})")
         return float(value)
+
+    def arrivals(self, value: Any) -> Dict[str, Any]:
+        if not isinstance(value, dict):
+            self.fail("arrivals", "must be a mapping {process: poisson, mean_interarrival_s, seed} "
+                                  f"(got {value!r})")
+        self.no_unknown(value, ("process", "mean_interarrival_s", "seed"), "arrivals.")
+        process = value.get("process", "poisson")
+        if process not in ARRIVAL_PROCESSES:
+            self.fail("arrivals.process", f"must be one of {', '.join(ARRIVAL_PROCESSES)} (got {process!r})")
+        if "mean_interarrival_s" not in value:
+            self.fail("arrivals.mean_interarrival_s", "missing")
+        mean = self.number(value["mean_interarrival_s"], "arrivals.mean_interarrival_s", positive=True)
+        seed = self.integer(value.get("seed", 0), "arrivals.seed", 0)
+        return {"process": process, "mean_interarrival_s": mean, "seed": seed}
 
     def placement(self, value: Any) -> Placement:
         if isinstance(value, str):

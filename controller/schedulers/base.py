@@ -101,6 +101,9 @@ class Scheduler(ABC):
     reconcile_on: ClassVar[Tuple[str, ...]] = EVENT_KINDS
     #: Parameters with their defaults; ``params`` given to __init__ override them.
     defaults: ClassVar[Mapping[str, Any]] = {}
+    #: Whether the policy wants to hear of jobs arriving and leaving (``on_job_arrival``, ``on_job_departure``);
+    #: the control loop then tells it, and decides again, at each. A policy may set it per instance.
+    hears_jobs: bool = False
 
     def __init__(self, fabric: FabricView, jobs: Sequence[JobSpec], params: Optional[Mapping[str, Any]] = None):
         unknown = set(params or {}) - set(self.defaults)
@@ -115,6 +118,12 @@ class Scheduler(ABC):
     def on_event(self, event: OperationEvent, now: float) -> None:
         """Record an operation event. Policies that need more override and call super()."""
         self.tracker.apply(event)
+
+    def on_job_arrival(self, job: JobSpec, now: float) -> None:
+        """A job started: its first operation event arrived (controller/loop.py). Only with ``hears_jobs``."""
+
+    def on_job_departure(self, job: JobSpec, now: float) -> None:
+        """A job ended: every rank reported every operation of its last iteration done. Only with ``hears_jobs``."""
 
     def on_fabric_change(self, fabric: FabricView) -> None:
         """The fabric changed (links failed or came back): ``fabric`` holds the paths that are left, and a

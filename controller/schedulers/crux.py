@@ -45,6 +45,12 @@ switch-to-switch links it would use, their total load, c); on a leaf-spine, one 
 hops on equal paths. ``paths=hop``: the same choice made per ring hop, which balances better when a job has
 many such hops. ``paths=hashed``: path None (ECMP), priority only.
 
+Online. With ``online=true`` the order covers only the jobs that are running: the control loop tells the policy
+of each job's arrival (its first event) and departure (its last operation done), and paths and classes are
+placed again over the jobs running then; a job not yet arrived has no rules (its flows take the default).
+Every reordering can change the class of live flows, as a cluster scheduler that re-runs Crux at each job event
+would. ``online=false`` (the default) orders every job of the scenario from the start.
+
 Classes. Two jobs contend when their link sets (with the chosen paths; hashed hops count on every path)
 intersect. ``compression=published`` (the default) follows the paper: every job has a unique priority (P_j, then
 the job index, breaks ties), contending jobs form a DAG from higher to lower priority, and the jobs are cut into
@@ -266,6 +272,8 @@ class CruxScheduler(Scheduler):
         "paths": "job",         # job | hop | hashed
         "compression": "published",  # published (unique priorities, K-cut of the contention DAG) | contiguous
         "correction": "pairwise",    # k_j: pairwise (against the job with the most traffic, as published) | overlap
+        "online": False,        # True: order only the jobs running (heard of at arrival), again at each arrival
+                                # and departure; False: every job of the scenario from the start
     }
 
     def __init__(self, fabric: FabricView, jobs: Sequence[JobSpec], params: Optional[Mapping] = None):
@@ -280,24 +288,48 @@ class CruxScheduler(Scheduler):
         self.intensities: Dict[int, JobIntensity] = job_intensities(
             fabric, self.jobs, float(self.params["overlap_scale"]), float(self.params["min_exposed"]),
             self.params["paths"], str(self.params["correction"]))
-        priority = {i: ji.priority for i, ji in self.intensities.items()}
-        self.paths, self.contention = place_paths(fabric, self.jobs, self.intensities, self.params["paths"])
-        networked = {i: p for i, p in priority.items() if self.intensities[i].comm_s > 0}
-        if self.params["compression"] == "published":
-            self.classes: Dict[int, int] = compress_kcut(networked, pairs_of(self.contention), levels=DATA_CLASSES)
-        elif self.params["compression"] == "contiguous":
-            self.classes = compress(networked, levels=DATA_CLASSES, contention=pairs_of(self.contention))
-        else:
+        if self.params["compression"] not in ("published", "contiguous"):
             raise ValueError(f"compression must be published or contiguous, not {self.params['compression']!r}")
+        self.hears_jobs = bool(self.params["online"])
+        # The jobs ordered: all of them, or (online) those that have arrived and not left.
+        self.active: Set[int] = set() if self.hears_jobs else {j.index for j in self.jobs}
         self.changes = 0
-        self._rules = self._build_rules()
+        self.reorders = 0
+        self._order()
         self._last: Dict[FlowKey, Decision] = {}
+
+    def _order(self) -> None:
+        """Paths and classes of the active jobs, and the rules that follow."""
+        jobs = [j for j in self.jobs if j.index in self.active]
+        self.paths, self.contention = place_paths(self.fabric, jobs, self.intensities, self.params["paths"])
+        networked = {j.index: self.intensities[j.index].priority for j in jobs
+                     if self.intensities[j.index].comm_s > 0}
+        if not networked:
+            self.classes: Dict[int, int] = {}
+        elif self.params["compression"] == "published":
+            self.classes = compress_kcut(networked, pairs_of(self.contention), levels=DATA_CLASSES)
+        else:
+            self.classes = compress(networked, levels=DATA_CLASSES, contention=pairs_of(self.contention))
+        self._rules = self._build_rules()
+
+    def on_job_arrival(self, job: JobSpec, now: float) -> None:
+        if self.hears_jobs and job.index not in self.active:
+            self.active.add(job.index)
+            self.reorders += 1
+            self._order()
+
+    def on_job_departure(self, job: JobSpec, now: float) -> None:
+        if self.hears_jobs and job.index in self.active:
+            self.active.discard(job.index)
+            self.reorders += 1
+            self._order()
 
     def on_fabric_change(self, fabric: FabricView) -> None:
         """Paths placed again over what is left, in the same priority order; intensities (isolated estimates on
         the intact fabric) and classes stay, so that no live flow changes class because a link failed."""
         super().on_fabric_change(fabric)
-        self.paths, _ = place_paths(fabric, self.jobs, self.intensities, self.params["paths"])
+        self.paths, _ = place_paths(fabric, [j for j in self.jobs if j.index in self.active], self.intensities,
+                                    self.params["paths"])
         self._rules = self._build_rules()
 
     def _build_rules(self) -> Dict[FlowKey, Decision]:

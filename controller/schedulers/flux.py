@@ -37,6 +37,11 @@ packets, flows stranded in a starved class, TCP timeouts) and because waiting he
   rule lands: one upward change per steal; likewise an operation the starvation guard places lower is
   moved down once, which keeps its packets in order.)
 
+* **Online** (``online=true``). The base order covers only the jobs running: the control loop tells the policy
+  of each arrival and departure, and paths and the order are placed again then. Operations launched afterwards
+  take the new order; live ones keep the class they launched in, so a reordering changes no live flow's class
+  (Crux online changes them all).
+
 By construction no more intensive job loses more than its slack: an operation Crux would have finished in time
 still finishes in time, so Flux v2 should not fall below Crux except for the cost of the promotions and of
 estimating T badly; where a light job stalls behind slack-rich heavy work, it gains.
@@ -44,7 +49,7 @@ estimating T badly; where a light job stalls behind slack-rich heavy work, it ga
 from __future__ import annotations
 
 import math
-from typing import Dict, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Set, Tuple
 
 from controller.schedulers.base import OperationState, Scheduler
 from controller.schedulers.compression import compress_kcut, count_changes
@@ -93,6 +98,8 @@ class FluxScheduler(Scheduler):
         "layer_classes": 2,     # with bands=layers: classes the buckets are spread over (2..7); docs/suite.md
         "margin": 2.0,          # an overtaken job must absorb margin x the steal's expected time
         "starve_max_s": 0.0,    # with bands=layers: longest a live operation may wait behind higher classes; 0 = off
+        "online": False,        # True: Crux's order over the jobs running only, placed again at each arrival and
+                                # departure (new operations take it; live ones keep the class they launched in)
     }
 
     def __init__(self, fabric: FabricView, jobs: Sequence[JobSpec], params: Optional[Mapping] = None):
@@ -118,25 +125,15 @@ class FluxScheduler(Scheduler):
             check_placed(job)
         self.intensities = job_intensities(fabric, self.jobs, paths=self.params["paths"],
                                            correction=str(self.params["correction"]))
-        priority = {i: ji.priority for i, ji in self.intensities.items()}
-        self.paths, self.contention = place_paths(fabric, self.jobs, self.intensities, self.params["paths"])
-        networked = {i: p for i, p in priority.items() if self.intensities[i].comm_s > 0}
-        bands = str(self.params["bands"])
-        if bands not in BANDS:
-            raise ValueError(f"bands must be one of {', '.join(BANDS)}, not {bands!r}")
-        if bands == "auto":
-            bands = "layers" if equal_intensity(networked.values()) else "jobs"
-        self.bands = bands
-        # A job's level (``base``, compared to tell more intensive jobs) and the classes inside it: with ``jobs``
-        # one class per job, in Crux's order with unique priorities; with ``layers`` one level for all, and its
-        # seven classes by layer as ByteScheduler orders them (a bucket's class never changes).
-        self.inner = 1 if bands == "jobs" else int(self.params["layer_classes"])
+        if str(self.params["bands"]) not in BANDS:
+            raise ValueError(f"bands must be one of {', '.join(BANDS)}, not {self.params['bands']!r}")
         if not 2 <= int(self.params["layer_classes"]) <= STEAL_CLASS:
             raise ValueError(f"layer_classes must be 2..{STEAL_CLASS}")
-        if bands == "jobs":
-            self.base: Dict[int, int] = compress_kcut(networked, pairs_of(self.contention), levels=STEAL_CLASS)
-        else:
-            self.base = {i: 0 for i in networked}
+        self.hears_jobs = bool(self.params["online"])
+        # The jobs ordered: all of them, or (online) those that have arrived and not left.
+        self.active: Set[int] = set() if self.hears_jobs else {j.index for j in self.jobs}
+        self.reorders = 0
+        self._order()
         self.by_index = {j.index: j for j in self.jobs}
         self.duration: Dict[Tuple[int, int], float] = {}      # (job, bucket) -> last observed duration (s)
         # What an operation takes with nothing ahead of it (ring steps' synchronisation, headers, latency): the
@@ -154,9 +151,41 @@ class FluxScheduler(Scheduler):
         self.changes = 0
         self._last: Dict[FlowKey, Decision] = {}
 
+    def _order(self) -> None:
+        """Crux's paths and job order over the active jobs, and how the classes are used (``bands``)."""
+        jobs = [j for j in self.jobs if j.index in self.active]
+        self.paths, self.contention = place_paths(self.fabric, jobs, self.intensities, self.params["paths"])
+        networked = {j.index: self.intensities[j.index].priority for j in jobs
+                     if self.intensities[j.index].comm_s > 0}
+        bands = str(self.params["bands"])
+        if bands == "auto":
+            bands = "layers" if equal_intensity(networked.values()) else "jobs"
+        self.bands = bands
+        # A job's level (``base``, compared to tell more intensive jobs) and the classes inside it: with ``jobs``
+        # one class per job, in Crux's order with unique priorities; with ``layers`` one level for all, and its
+        # seven classes by layer as ByteScheduler orders them (a bucket's class never changes).
+        self.inner = 1 if bands == "jobs" else int(self.params["layer_classes"])
+        if bands == "jobs" and networked:
+            self.base: Dict[int, int] = compress_kcut(networked, pairs_of(self.contention), levels=STEAL_CLASS)
+        else:
+            self.base = {i: 0 for i in networked}
+
+    def on_job_arrival(self, job: JobSpec, now: float) -> None:
+        if self.hears_jobs and job.index not in self.active:
+            self.active.add(job.index)
+            self.reorders += 1
+            self._order()
+
+    def on_job_departure(self, job: JobSpec, now: float) -> None:
+        if self.hears_jobs and job.index in self.active:
+            self.active.discard(job.index)
+            self.reorders += 1
+            self._order()
+
     def on_fabric_change(self, fabric: FabricView) -> None:
         super().on_fabric_change(fabric)
-        self.paths, self.contention = place_paths(fabric, self.jobs, self.intensities, self.params["paths"])
+        self.paths, self.contention = place_paths(fabric, [j for j in self.jobs if j.index in self.active],
+                                                  self.intensities, self.params["paths"])
 
     # -- what an operation costs and how much slack it has ------------------------------------------------------
     def expected_s(self, job: JobSpec, bucket: int, remaining_bytes: Optional[int] = None,
