@@ -327,6 +327,8 @@ class SchedulerApp(FabricApp):
             "class_changes": getattr(self.scheduler, "changes", None),
             "steals": getattr(self.scheduler, "steals", None),          # flux (v2): operations that stole slack
             "lowered": getattr(self.scheduler, "lowered", None),        # flux (v2): launches placed lower
+            "reorders": getattr(self.scheduler, "reorders", None),      # online crux/flux: orders placed again
+            "jobs_arrived": len(self.loop.arrived), "jobs_departed": len(self.loop.departed),
             "switches_ready": len(self.ready),
             "fabric_changes": self.stats["fabric_changes"],
             "resynchronised": self.resync,

@@ -271,6 +271,7 @@ def run_fluid(plan: RunPlan) -> int:
             "live_class_changes": result.live_class_changes,
             "steals": getattr(policy, "steals", None),
             "lowered": getattr(policy, "lowered", None),
+            "reorders": getattr(policy, "reorders", None),
         }
         notes = calibration_notes(model_params, spec.host_rate_mbps, spec.fabric_rate_mbps, fifo["lossless"])
         notes += starvation_notes(figures["jobs"])
