@@ -190,7 +190,69 @@ def report(folder: str) -> str:
                      + f" | {solo:.3f} | {cap:.3f} | {ratio(means['crux'], means['ecmp'])} | "
                      f"{ratio(means['flux'], means['crux'])} | {best:.3f} | {ratio(means['flux'], best)} | "
                      f"{ratio(means['crux'], cap)} |")
+    lines += ["", "## The predictions, checked", "",
+              "Each of [scale-predictions.md](scale-predictions.md), against the points above (a prediction about "
+              "points the map does not hold is not measured).", ""]
+    lines += [f"{n}. **{verdict}.** {text}" for n, (verdict, text) in enumerate(verdicts(points), 1)]
     return "\n".join(lines) + "\n"
+
+
+def verdicts(points: Dict[tuple, Dict[str, List[dict]]]) -> List[tuple]:
+    """(held | missed | not measured, what decided it) for each numbered prediction of docs/scale-predictions.md,
+    from the map's points: key (gpus, tenants, oversubscription, placement) -> scheduler -> rows."""
+    def mean(key, scheduler):
+        return _mean([float(r["u"]) for r in points[key].get(scheduler, []) if r["u"]])
+
+    def bound(key, column):
+        return _mean([float(r[column]) for rows in points[key].values() for r in rows])
+
+    def ratio(key, a, b):
+        x, y = mean(key, a), mean(key, b)
+        return x / y if x is not None and y else None
+
+    def judge(keys, test, what):
+        values = [(k, test(k)) for k in keys]
+        values = [(k, v) for k, v in values if v is not None]
+        if not values:
+            return ("not measured", f"no point of the map has {what}")
+        held = all(ok for _k, (ok, _x) in values)
+        shown = ", ".join(f"{k[0]} GPUs/{k[1]} tenants/{k[2]:g}:1 {x}" for k, (_ok, x) in values)
+        return ("held" if held else "missed", f"{what}: {shown}")
+
+    keys = sorted(points)
+    contended = [k for k in keys if k[3] == "random" and k[2] >= 2]
+    calm = [k for k in keys if k[3] == "packed" and k[2] <= 1]
+    out = []
+    c1 = judge(contended, lambda k: None if ratio(k, "crux", "ecmp") is None else
+               (ratio(k, "crux", "ecmp") > 1.3, f"{ratio(k, 'crux', 'ecmp'):.3f}"),
+               "Crux / ECMP above 1.3 with random placement at 2:1 and more")
+    c1b = judge(calm, lambda k: None if ratio(k, "crux", "ecmp") is None else
+                (abs(ratio(k, "crux", "ecmp") - 1) < 0.05, f"{ratio(k, 'crux', 'ecmp'):.3f}"),
+                "Crux / ECMP about 1.0 packed at 1:1")
+    verdict = "held" if {c1[0], c1b[0]} <= {"held", "not measured"} and "held" in (c1[0], c1b[0]) else \
+        ("not measured" if c1[0] == c1b[0] == "not measured" else "missed")
+    out.append((verdict, f"{c1[1]}; {c1b[1]}."))
+    gap = judge(contended, lambda k: (bound(k, "u_solo_bound") - bound(k, "u_capacity_bound") >= 0.1,
+                                      f"solo {bound(k, 'u_solo_bound'):.3f}, capacity "
+                                      f"{bound(k, 'u_capacity_bound'):.3f}"),
+                "the capacity-aware bound 0.1 or more below the solo bound, random placement at 2:1 and more")
+    near = judge(contended, lambda k: None if mean(k, "crux") is None else
+                 (mean(k, "crux") >= 0.9 * bound(k, "u_capacity_bound"),
+                  f"{mean(k, 'crux') / bound(k, 'u_capacity_bound'):.3f}"),
+                 "Crux at 0.9 or more of the capacity-aware bound there")
+    both = "held" if gap[0] == near[0] == "held" else ("not measured" if gap[0] == "not measured" else "missed")
+    out.append((both, f"{gap[1]}; {near[1]}."))
+    flux = judge(keys, lambda k: None if ratio(k, "flux", "crux") is None else
+                 (0.99 <= ratio(k, "flux", "crux") <= 1.01, f"{ratio(k, 'flux', 'crux'):.3f}"),
+                 "Flux / Crux within 0.99-1.01")
+    out.append((flux[0], flux[1] + "."))
+    out.append(("not measured", "the map has no variant with a class per job to measure compression's cost."))
+    out.append(("not measured", "the map has no tenants arriving and leaving yet."))
+    out.append(("not measured", "the map has no production topology yet."))
+    sizes = sorted({k[0] for k in keys})
+    out.append(("not measured" if len(sizes) < 2 else "see the table",
+                f"GPU counts in the map: {', '.join(map(str, sizes)) or 'none'}."))
+    return out
 
 
 def main(argv=None) -> int:

@@ -39,3 +39,19 @@ def test_the_report_puts_each_point_against_its_bounds(tmp_path):
     line = [x for x in text.splitlines() if x.startswith("| 64 |")][0]
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[9:] == ["0.800", "0.700", "1.200", "1.050", "0.600", "1.050", "0.857"]
+
+
+def test_the_predictions_are_judged_on_the_points_that_decide_them(tmp_path):
+    rows = [dict(gpus=64, tenants=8, oversubscription=2.0, placement="random", seed=1, scheduler=s, u=u,
+                 timeouts=0, u_solo_bound=0.8, u_capacity_bound=0.65, capacity_method="finite", sim_s=1, wall_s=1,
+                 git_commit="x")
+            for s, u in (("ecmp", 0.4), ("bytescheduler", 0.5), ("crux", 0.6), ("flux", 0.6))]
+    with open(tmp_path / "map.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=scale_map.COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    text = scale_map.report(str(tmp_path))
+    assert "1. **held.** Crux / ECMP above 1.3" in text                 # 1.5, and no packed point to say otherwise
+    assert "2. **held.**" in text                                         # 0.15 below solo, Crux at 0.92 of it
+    assert "3. **held.** Flux / Crux within 0.99-1.01: 64 GPUs/8 tenants/2:1 1.000" in text
+    assert "5. **not measured.**" in text
