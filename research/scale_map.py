@@ -190,6 +190,12 @@ def report(folder: str) -> str:
                      + f" | {solo:.3f} | {cap:.3f} | {ratio(means['crux'], means['ecmp'])} | "
                      f"{ratio(means['flux'], means['crux'])} | {best:.3f} | {ratio(means['flux'], best)} | "
                      f"{ratio(means['crux'], cap)} |")
+    lines += ["", "Reading it: where the capacity-aware bound equals the solo bound, no cut is saturated on average "
+              "over a run; what separates the schedulers from the bounds there is time, jobs whose communication "
+              "phases collide on shared uplinks, which neither bound sees (it counts bytes, not when they are "
+              "sent). Room of that kind is what interleaving the jobs' phases (CASSINI's time shifts) or ordering "
+              "operations by when they are needed could take; a job order cannot. \"Flux / best\" below 1 is a "
+              "point where a baseline other than Crux (here ByteScheduler's layer order) beats Flux."]
     lines += ["", "## The predictions, checked", "",
               "Each of [scale-predictions.md](scale-predictions.md), against the points above (a prediction about "
               "points the map does not hold is not measured).", ""]
