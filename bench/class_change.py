@@ -56,6 +56,7 @@ from core.transport import DEFAULT_PROFILE, PROFILES, TCP_PAYLOAD
 from twin.model import calibrated
 # The reading of testbed.traffic's timelines and probes, and the twin's starvation rule, as bench_starvation has them.
 from analysis.starvation import BadInput, floats, longest_silence, probe_at, twin_rule, value_at
+from bench import print_json
 
 WARMUP_S = 2.0      # the tested flow alone first: out of slow start, its rate alone measured
 REST_S = 2.5        # after each episode, before the next burst: the flow back to its rate alone
@@ -250,11 +251,7 @@ def main(argv=None) -> int:
               "twin_rto_s": rto_s, "twin_tail_bytes": tail, "twin_class_change_s": class_change_s,
               "wall_s": time.time() - t0,
               "summary": summarise(episodes), "episodes": episodes}
-    text = json.dumps(result, indent=2)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
-    print(text)
+    print_json(result, a.out)
     return 0
 
 

@@ -24,7 +24,6 @@ Sent only between the benchmark's own hosts (namespaces it creates). Prints the 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -40,6 +39,7 @@ if __name__ == "__main__":  # run as a file: the project on sys.path, set up, co
 from core.fabric import FabricSpec
 from core.model import FlowKey
 from testbed.fabric import Testbed
+from bench import print_json
 
 ALONE_S = 4.0           # the high flow alone first
 SETTLE_S = 1.0          # left out at the start of each phase (slow start, the low flows' start)
@@ -121,11 +121,7 @@ def main(argv=None) -> int:
                                   + (argv if argv is not None else sys.argv[1:]))}
     result.update(measure(a))
     result["wall_s"] = time.time() - t0
-    text = json.dumps(result, indent=2)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
-    print(text)
+    print_json(result, a.out)
     return 0
 
 

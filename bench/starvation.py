@@ -48,6 +48,7 @@ from twin.model import calibrated
 
 from analysis.starvation import (BadInput, burst_bounds, floats, fluid_end, longest_silence, probe_at,
                                  rate_between, twin_rule, value_at)
+from bench import print_json
 
 WARMUP_S = 2.0          # the low flow alone first: out of slow start, its RTO settled
 AFTER_S = 1.5           # the low flow's loss after a burst is taken over this long (less than every pause)
@@ -247,11 +248,7 @@ def main(argv=None) -> int:
               "message_alone_s" if message else "low_alone_share": statistics.mean(reference),
               "twin_rto_s": rto_s, "wall_s": time.time() - t0,
               "summary": summarise(episodes), "episodes": episodes}
-    text = json.dumps(result, indent=2)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
-    print(text)
+    print_json(result, a.out)
     return 0
 
 

@@ -5,7 +5,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -92,9 +91,8 @@ def test_smallest_first_puts_the_smaller_job_higher():
 def test_the_users_scheduler_reaches_the_wire(user_dir, tmp_path_factory, monkeypatch):
     """The controller, in its own process, loads the user's class (through PYTHONPATH, as the run command sets
     it) and its class is the DSCP of the packets at the receiver's switch port."""
-    from scapy.all import IP, TCP, AsyncSniffer
-
     from testbed.fabric import Testbed
+    from tests.wire import flow_dscps
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(user_dir), os.environ.get("PYTHONPATH")])))
     spec = FabricSpec(spines=1, leaves=2, hosts_per_leaf=2)
@@ -108,22 +106,5 @@ def test_the_users_scheduler_reaches_the_wire(user_dir, tmp_path_factory, monkey
     want = class_to_dscp(expected[flow].priority_class)
     assert want != 0
     with Testbed(spec, str(tmp_path_factory.mktemp("wire")), scheduler=name, jobs=[job]) as tb:
-        py = [sys.executable, "-m", "testbed.traffic"]
-        egress = f"lf{dst.leaf}-eth{dst.leaf_port}"
-        sniffer = AsyncSniffer(iface=egress, filter=f"tcp and src port {flow.src_port}", count=20)
-        sniffer.start()
-        time.sleep(0.5)
-        server = tb.host_popen(dst.name, py + ["serve", "--bind", dst.ip, "--port", str(flow.dst_port),
-                                               "--duration", "2"], stdout=subprocess.PIPE)
-        time.sleep(0.3)
-        sender = tb.host_popen(src.name, py + ["send", "--bind", src.ip, "--sport", str(flow.src_port),
-                                               "--dst", dst.ip, "--port", str(flow.dst_port),
-                                               "--duration", "2"], stdout=subprocess.PIPE)
-        server.communicate(timeout=30)
-        sender.communicate(timeout=30)
-        sniffer.join(timeout=5)
-        if sniffer.running:
-            sniffer.stop()
-    packets = [p for p in sniffer.results if IP in p and TCP in p]
-    assert len(packets) >= 10
-    assert {p[IP].tos >> 2 for p in packets} == {want}
+        dscps = flow_dscps(tb, src, dst, flow)
+    assert len(dscps) >= 10 and set(dscps) == {want}

@@ -260,7 +260,33 @@ def validate_path_params(params: Mapping) -> None:
         raise ValueError(f"paths must be one of {', '.join(PATH_MODES)}, not {params['paths']!r}")
 
 
-class CruxScheduler(Scheduler):
+class OnlineOrder:
+    """What Crux and Flux share online (``online=true``): the jobs running, and their order (the policy's
+    ``_order``) placed again at each arrival and departure. Offline every job of the scenario is active."""
+
+    def _init_online(self) -> None:
+        self.hears_jobs = bool(self.params["online"])
+        self.active: Set[int] = set() if self.hears_jobs else {j.index for j in self.jobs}
+        self.reorders = 0
+        self._order()
+
+    def active_jobs(self) -> List[JobSpec]:
+        return [j for j in self.jobs if j.index in self.active]
+
+    def on_job_arrival(self, job: JobSpec, now: float) -> None:
+        if self.hears_jobs and job.index not in self.active:
+            self.active.add(job.index)
+            self.reorders += 1
+            self._order()
+
+    def on_job_departure(self, job: JobSpec, now: float) -> None:
+        if self.hears_jobs and job.index in self.active:
+            self.active.discard(job.index)
+            self.reorders += 1
+            self._order()
+
+
+class CruxScheduler(OnlineOrder, Scheduler):
     """Job-level priority P_j = k_j * I_j, least-loaded path per job, contention-aware compression."""
 
     name = "crux"
@@ -290,17 +316,13 @@ class CruxScheduler(Scheduler):
             self.params["paths"], str(self.params["correction"]))
         if self.params["compression"] not in ("published", "contiguous"):
             raise ValueError(f"compression must be published or contiguous, not {self.params['compression']!r}")
-        self.hears_jobs = bool(self.params["online"])
-        # The jobs ordered: all of them, or (online) those that have arrived and not left.
-        self.active: Set[int] = set() if self.hears_jobs else {j.index for j in self.jobs}
         self.changes = 0
-        self.reorders = 0
-        self._order()
+        self._init_online()
         self._last: Dict[FlowKey, Decision] = {}
 
     def _order(self) -> None:
         """Paths and classes of the active jobs, and the rules that follow."""
-        jobs = [j for j in self.jobs if j.index in self.active]
+        jobs = self.active_jobs()
         self.paths, self.contention = place_paths(self.fabric, jobs, self.intensities, self.params["paths"])
         networked = {j.index: self.intensities[j.index].priority for j in jobs
                      if self.intensities[j.index].comm_s > 0}
@@ -312,24 +334,11 @@ class CruxScheduler(Scheduler):
             self.classes = compress(networked, levels=DATA_CLASSES, contention=pairs_of(self.contention))
         self._rules = self._build_rules()
 
-    def on_job_arrival(self, job: JobSpec, now: float) -> None:
-        if self.hears_jobs and job.index not in self.active:
-            self.active.add(job.index)
-            self.reorders += 1
-            self._order()
-
-    def on_job_departure(self, job: JobSpec, now: float) -> None:
-        if self.hears_jobs and job.index in self.active:
-            self.active.discard(job.index)
-            self.reorders += 1
-            self._order()
-
     def on_fabric_change(self, fabric: FabricView) -> None:
         """Paths placed again over what is left, in the same priority order; intensities (isolated estimates on
         the intact fabric) and classes stay, so that no live flow changes class because a link failed."""
         super().on_fabric_change(fabric)
-        self.paths, _ = place_paths(fabric, [j for j in self.jobs if j.index in self.active], self.intensities,
-                                    self.params["paths"])
+        self.paths, _ = place_paths(fabric, self.active_jobs(), self.intensities, self.params["paths"])
         self._rules = self._build_rules()
 
     def _build_rules(self) -> Dict[FlowKey, Decision]:

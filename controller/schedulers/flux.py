@@ -49,11 +49,12 @@ estimating T badly; where a light job stalls behind slack-rich heavy work, it ga
 from __future__ import annotations
 
 import math
-from typing import Dict, Mapping, Optional, Sequence, Set, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from controller.schedulers.base import OperationState, Scheduler
 from controller.schedulers.compression import compress_kcut, count_changes
 from controller.schedulers.crux import (
+    OnlineOrder,
     check_placed,
     job_intensities,
     pairs_of,
@@ -81,7 +82,7 @@ def equal_intensity(priorities) -> bool:
     return max(values) <= min(values) * (1.0 + EQUAL_INTENSITY)
 
 
-class FluxScheduler(Scheduler):
+class FluxScheduler(OnlineOrder, Scheduler):
     """Crux's job classes (0..6) plus class 7 for operations allowed to steal slack (see the module docstring)."""
 
     name = "flux"
@@ -129,11 +130,7 @@ class FluxScheduler(Scheduler):
             raise ValueError(f"bands must be one of {', '.join(BANDS)}, not {self.params['bands']!r}")
         if not 2 <= int(self.params["layer_classes"]) <= STEAL_CLASS:
             raise ValueError(f"layer_classes must be 2..{STEAL_CLASS}")
-        self.hears_jobs = bool(self.params["online"])
-        # The jobs ordered: all of them, or (online) those that have arrived and not left.
-        self.active: Set[int] = set() if self.hears_jobs else {j.index for j in self.jobs}
-        self.reorders = 0
-        self._order()
+        self._init_online()
         self.by_index = {j.index: j for j in self.jobs}
         self.duration: Dict[Tuple[int, int], float] = {}      # (job, bucket) -> last observed duration (s)
         # What an operation takes with nothing ahead of it (ring steps' synchronisation, headers, latency): the
@@ -153,7 +150,7 @@ class FluxScheduler(Scheduler):
 
     def _order(self) -> None:
         """Crux's paths and job order over the active jobs, and how the classes are used (``bands``)."""
-        jobs = [j for j in self.jobs if j.index in self.active]
+        jobs = self.active_jobs()
         self.paths, self.contention = place_paths(self.fabric, jobs, self.intensities, self.params["paths"])
         networked = {j.index: self.intensities[j.index].priority for j in jobs
                      if self.intensities[j.index].comm_s > 0}
@@ -170,22 +167,9 @@ class FluxScheduler(Scheduler):
         else:
             self.base = {i: 0 for i in networked}
 
-    def on_job_arrival(self, job: JobSpec, now: float) -> None:
-        if self.hears_jobs and job.index not in self.active:
-            self.active.add(job.index)
-            self.reorders += 1
-            self._order()
-
-    def on_job_departure(self, job: JobSpec, now: float) -> None:
-        if self.hears_jobs and job.index in self.active:
-            self.active.discard(job.index)
-            self.reorders += 1
-            self._order()
-
     def on_fabric_change(self, fabric: FabricView) -> None:
         super().on_fabric_change(fabric)
-        self.paths, self.contention = place_paths(fabric, [j for j in self.jobs if j.index in self.active],
-                                                  self.intensities, self.params["paths"])
+        self.paths, self.contention = place_paths(fabric, self.active_jobs(), self.intensities, self.params["paths"])
 
     # -- what an operation costs and how much slack it has ------------------------------------------------------
     def expected_s(self, job: JobSpec, bucket: int, remaining_bytes: Optional[int] = None,
