@@ -809,3 +809,10 @@ def test_offline_crux_orders_every_job_from_the_start_and_hears_nothing():
     fabric, heavy, light = _two_tenant_world()
     sched = CruxScheduler(fabric, [heavy, light])
     assert not sched.hears_jobs and job_class(sched.decide(0.0), heavy) > job_class(sched.decide(0.0), light)
+
+
+@pytest.mark.parametrize("name", ["crux", "flux"])
+def test_online_takes_true_or_false_only(name):
+    fabric, heavy, light = _two_tenant_world()
+    with pytest.raises(ValueError, match="online must be true or false"):
+        make_scheduler(name, fabric, [heavy, light], parse_params(["online=maybe"]))

@@ -265,7 +265,9 @@ class OnlineOrder:
     ``_order``) placed again at each arrival and departure. Offline every job of the scenario is active."""
 
     def _init_online(self) -> None:
-        self.hears_jobs = bool(self.params["online"])
+        if not isinstance(self.params["online"], bool):
+            raise ValueError(f"online must be true or false, not {self.params['online']!r}")
+        self.hears_jobs = self.params["online"]
         self.active: Set[int] = set() if self.hears_jobs else {j.index for j in self.jobs}
         self.reorders = 0
         self._order()
