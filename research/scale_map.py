@@ -222,7 +222,7 @@ def verdicts(points: Dict[tuple, Dict[str, List[dict]]]) -> List[tuple]:
         if not values:
             return ("not measured", f"no point of the map has {what}")
         held = all(ok for _k, (ok, _x) in values)
-        shown = ", ".join(f"{k[0]} GPUs/{k[1]} tenants/{k[2]:g}:1 {x}" for k, (_ok, x) in values)
+        shown = ", ".join(f"{k[0]} GPUs/{k[1]} tenants/{k[2]:g}:1/{k[3]} {x}" for k, (_ok, x) in values)
         return ("held" if held else "missed", f"{what}: {shown}")
 
     keys = sorted(points)

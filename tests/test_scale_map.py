@@ -53,5 +53,5 @@ def test_the_predictions_are_judged_on_the_points_that_decide_them(tmp_path):
     text = scale_map.report(str(tmp_path))
     assert "1. **held.** Crux / ECMP above 1.3" in text                 # 1.5, and no packed point to say otherwise
     assert "2. **held.**" in text                                         # 0.15 below solo, Crux at 0.92 of it
-    assert "3. **held.** Flux / Crux within 0.99-1.01: 64 GPUs/8 tenants/2:1 1.000" in text
+    assert "3. **held.** Flux / Crux within 0.99-1.01: 64 GPUs/8 tenants/2:1/random 1.000" in text
     assert "5. **not measured.**" in text
