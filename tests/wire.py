@@ -8,8 +8,11 @@ from typing import List
 def flow_dscps(tb, src, dst, flow, duration_s: float = 2.0) -> List[int]:
     """Send ``flow`` from host ``src`` to ``dst`` for ``duration_s`` (testbed/traffic.py) and return the DSCP of
     each of its packets captured at the leaf port that sends them to ``dst``."""
-    from scapy.all import IP, TCP, AsyncSniffer
+    from scapy.all import IP, TCP, AsyncSniffer, conf
 
+    # Scapy keeps the interfaces it saw when first imported; an earlier fabric in this process had ports of the
+    # same names with other indexes.
+    conf.ifaces.reload()
     py = [sys.executable, "-m", "testbed.traffic"]
     egress = f"lf{dst.leaf}-eth{dst.leaf_port}"
     sniffer = AsyncSniffer(iface=egress, filter=f"tcp and src port {flow.src_port}", count=20)
