@@ -15,8 +15,9 @@ A point is a leaf-spine of GPUS hosts (16 per leaf up to 256 GPUs, 32 above), it
 oversubscription (hosts per leaf over spines, host and fabric links at --rate), and TENANTS jobs of equal ring
 size cycling through ResNet-50, VGG-16, BERT-large and GPT-2 1.5B, with iteration counts that keep them running
 for a similar time (as workloads/scenarios/scale-1024.yaml), placed by --placement with the run's seed. Every
-scheduler runs it in the twin (calibrated model); each job also runs alone under ECMP and ByteScheduler's order
-(physical model, as cli/bounds.py does) for the solo bound, and analysis/bounds.py gives the capacity-aware bound.
+scheduler runs it in the twin (calibrated model), and ``crux-hop`` (Crux with a path per ring hop, the ablation of
+Flux's paths); each job also runs alone under ECMP, ByteScheduler's order and on placed paths (``SOLO``; physical
+model, as cli/bounds.py does) for the solo bound, and analysis/bounds.py gives the capacity-aware bound.
 ``run`` appends one row per (point, seed, scheduler) to OUT/map.csv and skips rows already there; ``report``
 prints the Markdown of docs/scale.md.
 """
@@ -41,7 +42,12 @@ import yaml
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ("resnet50", "vgg16", "bert_large", "gpt2_xl")
 ITERATIONS = {"resnet50": 8, "vgg16": 6, "bert_large": 5, "gpt2_xl": 2}
-SOLO_SCHEDULERS = ("ecmp", "bytescheduler")
+#: Map variants beyond the shipped schedulers' defaults: name -> (scheduler, parameters).
+VARIANTS = {"crux-hop": ("crux", {"paths": "hop"})}
+#: A job's solo bound is its best alone among these: hashed paths (ECMP, ByteScheduler's order) collide even
+#: within one ring, so a lone run on placed paths (a path per hop, least-loaded first) is among them.
+SOLO = (("ecmp", {}), ("bytescheduler", {}), ("crux", {"paths": "hop"}))
+SCHEDULERS = ("ecmp", "bytescheduler", "crux", "crux-hop", "flux")
 COLUMNS = ["gpus", "tenants", "oversubscription", "placement", "seed", "scheduler", "u", "timeouts", "u_solo_bound",
            "u_capacity_bound", "capacity_method", "sim_s", "wall_s", "git_commit"]
 
@@ -86,8 +92,8 @@ def measure_point(gpus, tenants, oversubscription, placement, seed, schedulers, 
     for job in plan.jobs:
         alone = dataclasses.replace(job, start_offset_s=0.0)
         utils = []
-        for s in SOLO_SCHEDULERS:
-            figures = twin.summarize([alone], twin.simulate(plan.layout, [alone], s, {}, "physical", **common))
+        for s, params in SOLO:
+            figures = twin.summarize([alone], twin.simulate(plan.layout, [alone], s, params, "physical", **common))
             utils.append(figures["cluster"]["gpu_utilization"])
         solo[job.name] = max(utils)
     gpus_total = sum(j.workers for j in plan.jobs)
@@ -97,7 +103,8 @@ def measure_point(gpus, tenants, oversubscription, placement, seed, schedulers, 
     rows = []
     for s in schedulers:
         wall = time.perf_counter()
-        result = twin.simulate(plan.layout, plan.jobs, s, {}, "calibrated", **common)
+        scheduler, params = VARIANTS.get(s, (s, {}))
+        result = twin.simulate(plan.layout, plan.jobs, scheduler, params, "calibrated", **common)
         figures = twin.summarize(plan.jobs, result)
         rows.append({"gpus": gpus, "tenants": tenants, "oversubscription": oversubscription, "placement": placement,
                      "seed": seed, "scheduler": s,
@@ -108,6 +115,72 @@ def measure_point(gpus, tenants, oversubscription, placement, seed, schedulers, 
         sys.stderr.write(f"{gpus} GPUs, {tenants} tenants, {oversubscription:g}:1, {placement}, seed {seed}, {s}: "
                          f"{rows[-1]['u']}\n")
     return rows
+
+
+CONFIRM_COLUMNS = ["hosts", "spines", "tenants", "seed", "scheduler", "engine", "u", "faithful", "timeouts",
+                   "ovs_cpu_peak", "git_commit"]
+
+
+def confirm(args) -> int:
+    """Emulation confirmations: the map's setting scaled to what the emulation holds (LEAVES x HOSTS_PER_LEAF
+    hosts, a ring per tenant, random placement seeded by the run's seed), each scheduler in the emulation and in
+    the twin (calibrated model), one row per run in OUT/confirm.csv; rows already there are skipped."""
+    import json
+    import subprocess
+    import twin
+    from core.fabric import FabricSpec
+    from experiment.results import code_label, code_version
+    if os.geteuid() != 0:
+        raise ValueError("confirm runs emulations: run it as root")
+    os.makedirs(args.out, exist_ok=True)
+    table = os.path.join(args.out, "confirm.csv")
+    done = {(r["spines"], r["seed"], r["scheduler"], r["engine"]) for r in read_rows(table)}
+    hosts = args.leaves * args.hosts_per_leaf
+    label = code_label(code_version(PROJECT_DIR))
+    for spines in args.spines:
+        for seed in args.seeds:
+            path = os.path.join(args.out, "scenarios", f"scenario-{hosts}-{args.tenants}-s{seed}.yaml")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                yaml.safe_dump(scenario(hosts, args.tenants, "random", seed), f, sort_keys=False)
+            flags = ["--host-rate", f"{args.rate:g}", "--fabric-rate", f"{args.rate:g}", "--spines", str(spines),
+                     "--leaves", str(args.leaves), "--hosts-per-leaf", str(args.hosts_per_leaf), "--seed", str(seed)]
+            for s in args.schedulers.split(","):
+                base = {"hosts": hosts, "spines": spines, "tenants": args.tenants, "seed": seed, "scheduler": s,
+                        "git_commit": label}
+                rows = []
+                if (str(spines), str(seed), s, "emulation") not in done:
+                    out = os.path.join(args.runs, f"{hosts}h-{spines}sp-s{seed}-{s}")
+                    cmd = [sys.executable, os.path.join(PROJECT_DIR, "testbed", "run.py"), "--scheduler", s,
+                           "--scenario", path, "--out", out, "-q", *flags]
+                    rc = subprocess.run(cmd).returncode
+                    summary = {"cluster": {}}
+                    if os.path.exists(os.path.join(out, "summary.json")):
+                        with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
+                            summary = json.load(f)
+                    fid = summary.get("fidelity", {})
+                    rows.append(dict(base, engine="emulation", u=summary["cluster"].get("gpu_utilization"),
+                                     faithful=fid.get("faithful"), timeouts=(fid.get("tcp") or {}).get("timeouts"),
+                                     ovs_cpu_peak=fid.get("ovs_vswitchd_cpu")))
+                    sys.stderr.write(f"emulation {hosts} hosts, {spines} spines, seed {seed}, {s}: "
+                                     f"{rows[-1]['u']} (exit {rc}, faithful {rows[-1]['faithful']})\n")
+                if (str(spines), str(seed), s, "fluid") not in done:
+                    spec = FabricSpec(spines, args.leaves, args.hosts_per_leaf, args.rate, args.rate)
+                    plan = twin.prepare(path, spec, seed=seed)
+                    fifo = twin.transport_settings(plan.transport, plan.queue_ms)
+                    result = twin.simulate(plan.layout, plan.jobs, s, {}, "calibrated", class_mode=plan.class_mode,
+                                           class_floor=plan.class_floor, hash_seed=seed, time_limit_s=3600.0,
+                                           ring_model="auto", **fifo, seed=seed)
+                    rows.append(dict(base, engine="fluid",
+                                     u=twin.summarize(plan.jobs, result)["cluster"]["gpu_utilization"],
+                                     timeouts=round(float(sum(result.timeouts.values())), 1)))
+                new = not os.path.exists(table)
+                with open(table, "a", newline="", encoding="utf-8") as f:
+                    w = csv.DictWriter(f, fieldnames=CONFIRM_COLUMNS)
+                    if new:
+                        w.writeheader()
+                    w.writerows(rows)
+    return 0
 
 
 def read_rows(path: str) -> List[dict]:
@@ -123,7 +196,9 @@ def run(args) -> int:
     table = os.path.join(out, "map.csv")
     done = {(r["gpus"], r["tenants"], r["oversubscription"], r["placement"], r["seed"], r["scheduler"])
             for r in read_rows(table)}
-    schedulers = args.schedulers.split(",")
+    schedulers = [x for x in args.schedulers.split(",") if x]
+    from analysis.schedulers import scheduler_classes
+    scheduler_classes([x for x in schedulers if x not in VARIANTS])  # ValueError (one line) for an unknown name
     for gpus in args.gpus:
         for tenants in args.tenants:
             for over in args.oversubscription:
@@ -273,16 +348,27 @@ def main(argv=None) -> int:
     r.add_argument("--oversubscription", type=lambda t: [float(x) for x in t.split(",") if x], default=[1.0, 2.0])
     r.add_argument("--placement", choices=["random", "spread", "packed"], default="random")
     r.add_argument("--seeds", type=ints, default=[1, 2])
-    r.add_argument("--schedulers", default="ecmp,bytescheduler,crux,flux")
+    r.add_argument("--schedulers", default=",".join(SCHEDULERS),
+                   help="comma-separated: shipped schedulers (their defaults) and " + ", ".join(VARIANTS))
     r.add_argument("--rate", type=float, default=5.0, help="host and fabric link rate, Mbit/s (default 5)")
     r.add_argument("--out", required=True)
+    c = sub.add_parser("confirm", help="emulation confirmations (root): OUT/confirm.csv")
+    c.add_argument("--leaves", type=int, default=4)
+    c.add_argument("--hosts-per-leaf", type=int, default=4)
+    c.add_argument("--spines", type=ints, default=[4, 2])
+    c.add_argument("--tenants", type=int, default=4)
+    c.add_argument("--seeds", type=ints, default=[1, 2, 3])
+    c.add_argument("--schedulers", default="crux,flux")
+    c.add_argument("--rate", type=float, default=5.0, help="host and fabric link rate, Mbit/s (default 5)")
+    c.add_argument("--runs", default="/tmp/scale-confirm-runs", help="where the emulation runs' folders go")
+    c.add_argument("--out", required=True)
     g = sub.add_parser("report", help="the Markdown of docs/scale.md from a map folder")
     g.add_argument("folder")
     g.add_argument("--md", default=None, help="write it to this file as well")
     args = p.parse_args(argv)
-    if args.command == "run":
+    if args.command in ("run", "confirm"):
         try:
-            return run(args)
+            return run(args) if args.command == "run" else confirm(args)
         except ValueError as exc:
             sys.stderr.write(f"scale_map.py: {exc}\n")
             return 2

@@ -1,4 +1,4 @@
-"""Flux (v2): Crux's job order, and slack stealing for an operation whose GPU would otherwise stall.
+"""Flux: Crux's job order on a path per flow, and slack stealing for an operation whose GPU would otherwise stall.
 
 Crux orders jobs by GPU intensity (controller/schedulers/crux.py) and that order is hard to beat where jobs
 differ: a network scheduler gains only where a light job's GPU stalls while a more intensive job's operation on
@@ -31,6 +31,10 @@ packets, flows stranded in a starved class, TCP timeouts) and because waiting he
         already running ahead of it;
   otherwise it stays in its job's class. With ``steal_on=wait`` the same test is made again when a worker starts
   waiting for the operation (its GPU stalls: (a) holds), on what is left of it.
+* **Paths per flow** (``paths=hop``, the default). Each ring hop (one flow) takes the least-loaded equal-cost
+  path by itself, jobs in Crux's order; Crux puts a whole job on one path (``paths=job``). On a leaf-spine with
+  more spines than jobs per uplink, a path per job leaves spines idle while each ring queues on its own; the
+  scale map (docs/scale.md) found this the room above Crux, and ``crux`` with ``paths=hop`` is its ablation.
 * **No live class change.** A class is decided at launch and kept until the operation is done; a bucket's flows
   return to their job's class only between operations, when they carry nothing. (The first packets of a
   stealing operation leave in the job's class and are promoted a few milliseconds later, when the controller's
@@ -92,7 +96,7 @@ class FluxScheduler(OnlineOrder, Scheduler):
         "steal_max_s": 0.1,     # longest operation that may steal (s)
         "steal_on": "launch",   # launch: decided once at launch | wait: also when a worker starts waiting for it
         "rate_mbps": 0.0,       # rate for T_o before a bucket's first observed duration; 0 = host link rate
-        "paths": "job",         # job | hop | hashed, as in crux
+        "paths": "hop",         # hop (a path per flow) | job (Crux's path per job) | hashed; as in crux
         "correction": "pairwise",  # Crux's k_j, as in crux: pairwise (as published) | overlap
         "steal": True,          # False: Crux's order only (classes 0..6), for ablations
         "bands": "auto",        # auto | jobs | layers: how the classes 0..6 are used (module docstring)
