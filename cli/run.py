@@ -87,8 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "'controller scheduler kill at 10' (seconds from the workload's start)")
     t = p.add_argument_group("fabric")
     t.add_argument("--topology", choices=TOPOLOGIES, default="leafspine",
-                   help="fabric family: leafspine (--spines, --leaves, --hosts-per-leaf) or a 3-tier k-ary fattree "
-                        "(--k)")
+                   help="fabric family: leafspine (--spines, --leaves, --hosts-per-leaf), a 3-tier k-ary fattree "
+                        "(--k), or racks and pods read from a file (--topology-file, --spines, "
+                        "--aggregation-per-pod; the fluid engine only)")
     # (No default shown for the shape flags: each applies to one family, and giving it for the other is an error.)
     leafspine = FabricSpec()
     t.add_argument("--spines", type=int, default=argparse.SUPPRESS,
@@ -99,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"leaf-spine: hosts (one GPU worker each) per leaf (default {leafspine.hosts_per_leaf})")
     t.add_argument("--k", type=int, default=argparse.SUPPRESS,
                    help=f"fat-tree: arity, even (default {DEFAULT_FATTREE_K}: 16 hosts, 20 switches)")
+    t.add_argument("--topology-file", default=argparse.SUPPRESS, metavar="CSV",
+                   help="file: one row per host naming its rack, pod and core group (workloads/topologies/README.md; "
+                        "Crux's production topology is workloads/topologies/alibaba-lingjun-2023.csv)")
+    t.add_argument("--aggregation-per-pod", type=int, default=argparse.SUPPRESS, metavar="A",
+                   help="file: aggregation switches per pod, each rack linked to all of them and each of them to "
+                        "--spines / A cores (default 0: two tiers, every rack linked to every one of --spines)")
     t.add_argument("--host-rate", type=float, default=10.0, metavar="MBPS", help="host-leaf link rate, Mbit/s")
     t.add_argument("--fabric-rate", type=float, default=10.0, metavar="MBPS",
                    help="switch-to-switch link rate, Mbit/s")
@@ -149,6 +156,8 @@ def validate(args) -> RunPlan:
         raise BadInput(f"--param: {exc}")
     try:
         spec = fabric_spec(args)
+        if spec.topology == "file" and args.engine != "fluid":
+            raise ValueError("--topology file: the fluid engine only (add --engine fluid)")
         if args.engine == "fluid":
             import twin
             spec.validate(max_hosts=twin.MAX_HOSTS)
@@ -228,7 +237,24 @@ def validate(args) -> RunPlan:
 def fabric_spec(args) -> FabricSpec:
     """The fabric of the flags; records the shape actually used back into ``args`` (and so into config.flags).
     ValueError when a shape flag of the other family is given."""
-    shape = {name: getattr(args, name, None) for name in ("spines", "leaves", "hosts_per_leaf", "k")}
+    shape = {name: getattr(args, name, None) for name in ("spines", "leaves", "hosts_per_leaf", "k", "topology_file",
+                                                          "aggregation_per_pod")}
+    if args.topology != "file":
+        given = [f"--{n.replace('_', '-')}" for n in ("topology_file", "aggregation_per_pod") if shape[n] is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)}: file fabrics only (add --topology file)")
+    else:
+        given = [f"--{n.replace('_', '-')}" for n in ("leaves", "hosts_per_leaf", "k") if shape[n] is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)}: a file fabric's racks come from --topology-file")
+        if shape["topology_file"] is None:
+            raise ValueError("--topology file needs --topology-file CSV")
+        spec = FabricSpec.from_file(shape["topology_file"], FabricSpec().spines if shape["spines"] is None
+                                    else shape["spines"], shape["aggregation_per_pod"] or 0, args.host_rate,
+                                    args.fabric_rate)
+        args.spines, args.leaves, args.hosts_per_leaf, args.k = spec.spines, spec.leaves, spec.hosts_per_leaf, None
+        args.topology_file, args.aggregation_per_pod = spec.topology_file, spec.aggregation_per_pod
+        return spec
     if args.topology == "fattree":
         given = [f"--{n.replace('_', '-')}" for n in ("spines", "leaves", "hosts_per_leaf") if shape[n] is not None]
         if given:

@@ -7,6 +7,11 @@ without discovery:
   leaf, ports 1..K face its hosts and ports K+1..K+S the spines 1..S; on a spine, port l faces leaf l.
 * ``fattree`` (k-ary, 3 tiers): k pods of k/2 edge switches (leaves ``lf*``, DPID 0x200+i) and k/2 aggregation
   switches (``ag*``, DPID 0x300+i), and (k/2)^2 cores (``co*``, DPID 0x400+i); k/2 hosts per edge, k^3/4 hosts.
+* ``file``: racks and pods read from a topology file (core/topology_file.py; Crux's production topology is
+  workloads/topologies/alibaba-lingjun-2023.csv), racks of any size. With ``aggregation_per_pod`` A > 0, three
+  tiers: every rack links to the A aggregation switches of its pod, and aggregation switch a of every pod to the
+  cores of plane a (``spines`` cores in all, spines / A per plane), as in a fat-tree; with A = 0, two tiers: every
+  rack links to every one of ``spines`` spines. The flow-level twin's only (more hosts than the emulation holds).
 
 In both, hosts ``h1..hN`` are numbered leaf by leaf (host ``hk``: IP 10.0.0.k/8, MAC 00:00:00:00:00:kk), and the
 switches hosts hang off are the *leaves*. ``FabricLayout`` holds the graph (switches, switch-to-switch links with
@@ -18,6 +23,7 @@ the two. The Mininet graph built from a layout is testbed/topo.py.
 """
 from __future__ import annotations
 
+import os
 import re
 from collections import deque
 from dataclasses import asdict, dataclass, field, replace
@@ -29,7 +35,7 @@ from core.model import FlowKey
 MAX_HOSTS = 250  # one /8 with last-octet addressing and 2-hex-digit MACs
 
 
-TOPOLOGIES = ("leafspine", "fattree")
+TOPOLOGIES = ("leafspine", "fattree", "file")
 DEFAULT_FATTREE_K = 4
 
 # Every switch name and switch-port interface name the fabric uses (``sp1``, ``lf2-eth3``, ``ag3``, ``co4``).
@@ -99,23 +105,44 @@ class FabricSpec:
     fabric_rate_mbps: float = 10.0
     topology: str = "leafspine"
     k: int = 0  # fat-tree arity (0 for leaf-spine)
+    topology_file: str = ""      # file: the racks and pods (core/topology_file.py)
+    aggregation_per_pod: int = 0  # file: aggregation switches per pod (0: two tiers, racks to spines)
 
     @classmethod
     def fattree(cls, k: int = 4, host_rate_mbps: float = 10.0, fabric_rate_mbps: float = 10.0) -> "FabricSpec":
         half = k // 2
         return cls(half * half, k * half, half, host_rate_mbps, fabric_rate_mbps, "fattree", k)
 
+    @classmethod
+    def from_file(cls, path: str, spines: int, aggregation_per_pod: int = 0, host_rate_mbps: float = 10.0,
+                  fabric_rate_mbps: float = 10.0) -> "FabricSpec":
+        """A fabric from a topology file: ``spines`` top-tier switches (cores, or spines with two tiers);
+        ``leaves`` and ``hosts_per_leaf`` (the largest rack) follow from the file."""
+        from core.topology_file import read_racks
+        racks = read_racks(path).racks
+        return cls(spines, len(racks), max(n for _p, _r, n in racks), host_rate_mbps, fabric_rate_mbps, "file", 0,
+                   path, aggregation_per_pod)
+
     @property
     def hosts(self) -> int:
+        if self.topology == "file":
+            from core.topology_file import read_racks
+            return read_racks(self.topology_file).hosts
         return self.leaves * self.hosts_per_leaf
 
     @property
     def oversubscription(self) -> float:
         """Host bandwidth into a leaf over the leaf's uplink bandwidth."""
         uplinks = self.k // 2 if self.topology == "fattree" else self.spines
+        if self.topology == "file" and self.aggregation_per_pod:
+            uplinks = self.aggregation_per_pod
         return (self.hosts_per_leaf * self.host_rate_mbps) / (uplinks * self.fabric_rate_mbps)
 
     def describe(self) -> str:
+        if self.topology == "file":
+            tiers = (f"{self.aggregation_per_pod} aggregation switches per pod, {self.spines} cores"
+                     if self.aggregation_per_pod else f"{self.spines} spines")
+            return f"{os.path.basename(self.topology_file)} ({self.leaves} racks, {tiers})"
         if self.topology == "fattree":
             return f"fat-tree k={self.k} ({self.leaves} edge, {self.leaves} aggregation, {self.spines} core switches)"
         return f"leaf-spine ({self.spines} spines, {self.leaves} leaves)"
@@ -125,7 +152,19 @@ class FabricSpec:
         limit by default; the flow-level twin passes its own (twin.MAX_HOSTS)."""
         if self.topology not in TOPOLOGIES:
             raise ValueError(f"--topology must be one of {', '.join(TOPOLOGIES)} (got {self.topology!r})")
-        if self.topology == "fattree":
+        if self.topology == "file":
+            from core.topology_file import read_racks
+            racks = read_racks(self.topology_file).racks
+            if self.spines < 1:
+                raise ValueError(f"--spines must be >= 1 (got {self.spines})")
+            if self.aggregation_per_pod < 0:
+                raise ValueError(f"--aggregation-per-pod must be >= 0 (got {self.aggregation_per_pod})")
+            if self.aggregation_per_pod and self.spines % self.aggregation_per_pod:
+                raise ValueError(f"--spines {self.spines}: the cores split into planes, one per aggregation switch "
+                                 f"of a pod: a multiple of --aggregation-per-pod {self.aggregation_per_pod}")
+            if (self.leaves, self.hosts_per_leaf) != (len(racks), max(n for _p, _r, n in racks)):
+                raise ValueError("a file fabric's racks follow from its file: build it with FabricSpec.from_file")
+        elif self.topology == "fattree":
             if self.k < 2 or self.k % 2:
                 raise ValueError(f"--k must be an even number >= 2 (got {self.k})")
             if self != FabricSpec.fattree(self.k, self.host_rate_mbps, self.fabric_rate_mbps):
@@ -192,6 +231,8 @@ class FabricLayout:
 
     @classmethod
     def from_spec(cls, spec: FabricSpec) -> "FabricLayout":
+        if spec.topology == "file":
+            return cls(spec, *_from_file(spec))
         build = _fattree if spec.topology == "fattree" else _leafspine
         switches, links = build(spec)
         hosts = []
@@ -366,6 +407,40 @@ def _fattree(spec: FabricSpec) -> Tuple[List[SwitchInfo], List[LinkInfo]]:
                 links.append(LinkInfo(aggregation_name(pod * half + a + 1), half + j + 1,
                                       core_name(a * half + j + 1), pod + 1))
     return switches, links
+
+
+def _from_file(spec: FabricSpec) -> Tuple[Tuple[HostInfo, ...], Tuple[SwitchInfo, ...], Tuple[LinkInfo, ...]]:
+    """Hosts, switches and links of a ``file`` fabric (module docstring). Rack ports: its hosts, then its uplinks
+    (aggregation switches, or spines); aggregation ports: its pod's racks, then its plane's cores; core and
+    spine port i: pod i, or rack i."""
+    from core.topology_file import read_racks
+    racks = read_racks(spec.topology_file)
+    hosts: List[HostInfo] = []
+    for leaf, (_pod, _rack, n) in enumerate(racks.racks, 1):
+        for j in range(1, n + 1):
+            k = len(hosts) + 1
+            hosts.append(HostInfo(host_name(k), host_ip(k), host_mac(k), leaf, j))
+    switches = [SwitchInfo(leaf_name(i), leaf_dpid(i), TIER_LEAF) for i in range(1, len(racks.racks) + 1)]
+    links: List[LinkInfo] = []
+    a_count = spec.aggregation_per_pod
+    if not a_count:
+        switches += [SwitchInfo(spine_name(i), spine_dpid(i), TIER_MIDDLE) for i in range(1, spec.spines + 1)]
+        for leaf, (_pod, _rack, n) in enumerate(racks.racks, 1):
+            links += [LinkInfo(leaf_name(leaf), n + s, spine_name(s), leaf) for s in range(1, spec.spines + 1)]
+        return tuple(hosts), tuple(switches), tuple(links)
+    per_plane = spec.spines // a_count
+    switches += [SwitchInfo(core_name(i), core_dpid(i), TIER_TOP) for i in range(1, spec.spines + 1)]
+    for p, pod in enumerate(racks.pods):
+        aggs = [p * a_count + a + 1 for a in range(a_count)]
+        switches += [SwitchInfo(aggregation_name(i), aggregation_dpid(i), TIER_MIDDLE) for i in aggs]
+        members = [(leaf, n) for leaf, (q, _r, n) in enumerate(racks.racks, 1) if q == pod]
+        for position, (leaf, n) in enumerate(members, 1):
+            links += [LinkInfo(leaf_name(leaf), n + a + 1, aggregation_name(agg), position)
+                      for a, agg in enumerate(aggs)]
+        for a, agg in enumerate(aggs):
+            links += [LinkInfo(aggregation_name(agg), len(members) + j + 1, core_name(a * per_plane + j + 1), p + 1)
+                      for j in range(per_plane)]
+    return tuple(hosts), tuple(switches), tuple(links)
 
 
 @dataclass(frozen=True)

@@ -48,12 +48,23 @@ VARIANTS = {"crux-hop": ("crux", {"paths": "hop"})}
 #: within one ring, so a lone run on placed paths (a path per hop, least-loaded first) is among them.
 SOLO = (("ecmp", {}), ("bytescheduler", {}), ("crux", {"paths": "hop"}))
 SCHEDULERS = ("ecmp", "bytescheduler", "crux", "crux-hop", "flux")
-COLUMNS = ["gpus", "tenants", "oversubscription", "placement", "seed", "scheduler", "u", "timeouts", "u_solo_bound",
-           "u_capacity_bound", "capacity_method", "sim_s", "wall_s", "git_commit"]
+COLUMNS = ["fabric", "churn", "gpus", "tenants", "oversubscription", "placement", "seed", "scheduler", "u", "timeouts",
+           "u_solo_bound", "u_capacity_bound", "capacity_method", "sim_s", "wall_s", "git_commit"]
 
 
-def fabric(gpus: int, oversubscription: float, rate: float):
+#: Fabrics from Crux's production topology (workloads/topologies/README.md): (spines or cores, aggregation
+#: switches per pod). The file gives racks and pods only: 4 uplinks per rack (2:1 for a rack of 8), and cores for
+#: about 2:1 again above the largest pod (48 racks x 4 links into 4 aggregation switches, 24 cores each);
+#: ``lingjun-2tier`` is the same racks under 4 spines, without the pod tier: the two-layer Clos of the same hosts.
+LINGJUN = os.path.join(PROJECT_DIR, "workloads", "topologies", "alibaba-lingjun-2023.csv")
+FABRICS = {"leafspine": None, "lingjun": (96, 4), "lingjun-2tier": (4, 0)}
+
+
+def fabric(gpus: int, oversubscription: float, rate: float, family: str = "leafspine"):
     from core.fabric import FabricSpec
+    if family != "leafspine":
+        spines, aggregation = FABRICS[family]
+        return FabricSpec.from_file(LINGJUN, spines, aggregation, rate, rate)
     per_leaf = 16 if gpus <= 256 else 32
     if gpus % per_leaf:
         raise ValueError(f"--gpus {gpus}: a multiple of {per_leaf}")
@@ -64,26 +75,31 @@ def fabric(gpus: int, oversubscription: float, rate: float):
     return FabricSpec(int(spines), gpus // per_leaf, per_leaf, rate, rate)
 
 
-def scenario(gpus: int, tenants: int, placement: str, seed: int) -> dict:
+def scenario(gpus: int, tenants: int, placement: str, seed: int, churn: float = 0.0) -> dict:
     size = gpus // tenants
     if size < 2 or size * tenants != gpus:
         raise ValueError(f"{tenants} tenants on {gpus} GPUs: rings of 2 or more workers that share them exactly")
     jobs = [{"name": f"t{i:03d}-{MODELS[i % len(MODELS)]}", "model": MODELS[i % len(MODELS)], "workers": size,
              "iterations": ITERATIONS[MODELS[i % len(MODELS)]]} for i in range(tenants)]
-    return {"name": f"map-{gpus}-{tenants}", "real_link_gbps": 100, "time_scale": "auto", "max_buckets": 4,
+    data = {"name": f"map-{gpus}-{tenants}", "real_link_gbps": 100, "time_scale": "auto", "max_buckets": 4,
             "placement": {"policy": placement, "seed": seed}, "jobs": jobs}
+    if churn:
+        data["arrivals"] = {"process": "poisson", "mean_interarrival_s": churn, "seed": seed}
+    return data
 
 
-def measure_point(gpus, tenants, oversubscription, placement, seed, schedulers, rate, folder) -> List[dict]:
+def measure_point(gpus, tenants, oversubscription, placement, seed, schedulers, rate, folder,
+                  family: str = "leafspine", churn: float = 0.0) -> List[dict]:
     import twin
     from analysis.bounds import capacity_bound
     from experiment.results import code_label, code_version
 
-    spec = fabric(gpus, oversubscription, rate)
+    spec = fabric(gpus, oversubscription, rate, family)
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"scenario-{gpus}-{tenants}-{oversubscription:g}-{placement}-s{seed}.yaml")
+    path = os.path.join(folder, f"scenario-{family}-{gpus}-{tenants}-{oversubscription:g}-{placement}-c{churn:g}"
+                                f"-s{seed}.yaml")
     with open(path, "w", encoding="utf-8") as f:
-        yaml.safe_dump(scenario(gpus, tenants, placement, seed), f, sort_keys=False)
+        yaml.safe_dump(scenario(gpus, tenants, placement, seed, churn), f, sort_keys=False)
     plan = twin.prepare(path, spec, seed=seed)
     fifo = twin.transport_settings(plan.transport, plan.queue_ms)
     common = dict(class_mode=plan.class_mode, class_floor=plan.class_floor, hash_seed=seed, time_limit_s=3600.0,
@@ -98,21 +114,30 @@ def measure_point(gpus, tenants, oversubscription, placement, seed, schedulers, 
         solo[job.name] = max(utils)
     gpus_total = sum(j.workers for j in plan.jobs)
     u_solo = sum(solo[j.name] * j.workers for j in plan.jobs) / gpus_total
-    capacity = capacity_bound(plan.layout, plan.jobs, solo)
+    # The capacity-aware bound has every job from the start; with arrivals the jobs overlap less than it assumes,
+    # so it would not bound them: the solo bound stands in for it.
+    capacity = (capacity_bound(plan.layout, plan.jobs, solo) if not churn
+                else {"cluster_u_bound": u_solo, "method": "solo (arrivals)"})
     label = code_label(code_version(PROJECT_DIR))
     rows = []
     for s in schedulers:
         wall = time.perf_counter()
         scheduler, params = VARIANTS.get(s, (s, {}))
+        if churn and scheduler in ("crux", "flux"):  # under churn they hear of arrivals and departures
+            params = dict(params, online=True)
         result = twin.simulate(plan.layout, plan.jobs, scheduler, params, "calibrated", **common)
         figures = twin.summarize(plan.jobs, result)
-        rows.append({"gpus": gpus, "tenants": tenants, "oversubscription": oversubscription, "placement": placement,
+        rows.append({"fabric": family, "churn": churn, "gpus": gpus, "tenants": tenants,
+                     "oversubscription": oversubscription,
+                     "placement": placement,
                      "seed": seed, "scheduler": s,
                      "u": figures["cluster"]["gpu_utilization"] if result.completed else None,
                      "timeouts": round(float(sum(result.timeouts.values())), 1), "u_solo_bound": u_solo,
                      "u_capacity_bound": capacity["cluster_u_bound"], "capacity_method": capacity["method"],
                      "sim_s": result.sim_time_s, "wall_s": time.perf_counter() - wall, "git_commit": label})
-        sys.stderr.write(f"{gpus} GPUs, {tenants} tenants, {oversubscription:g}:1, {placement}, seed {seed}, {s}: "
+        sys.stderr.write(f"{family}, churn {churn:g}, {gpus} GPUs, {tenants} tenants, {oversubscription:g}:1, "
+                         f"{placement}, "
+                         f"seed {seed}, {s}: "
                          f"{rows[-1]['u']}\n")
     return rows
 
@@ -194,27 +219,33 @@ def run(args) -> int:
     out = args.out
     os.makedirs(out, exist_ok=True)
     table = os.path.join(out, "map.csv")
-    done = {(r["gpus"], r["tenants"], r["oversubscription"], r["placement"], r["seed"], r["scheduler"])
+    done = {(r["fabric"], r["churn"], r["gpus"], r["tenants"], r["oversubscription"], r["placement"], r["seed"],
+             r["scheduler"])
             for r in read_rows(table)}
     schedulers = [x for x in args.schedulers.split(",") if x]
     from analysis.schedulers import scheduler_classes
     scheduler_classes([x for x in schedulers if x not in VARIANTS])  # ValueError (one line) for an unknown name
-    for gpus in args.gpus:
-        for tenants in args.tenants:
-            for over in args.oversubscription:
-                for seed in args.seeds:
-                    key = (str(gpus), str(tenants), str(over), args.placement, str(seed))
-                    todo = [s for s in schedulers if key + (s,) not in done]
-                    if not todo:
-                        continue
-                    rows = measure_point(gpus, tenants, over, args.placement, seed, todo, args.rate,
-                                         os.path.join(out, "scenarios"))
-                    new = not os.path.exists(table)
-                    with open(table, "a", newline="", encoding="utf-8") as f:
-                        w = csv.DictWriter(f, fieldnames=COLUMNS)
-                        if new:
-                            w.writeheader()
-                        w.writerows(rows)
+    points = []
+    for tenants in args.tenants:
+        if args.fabric == "leafspine":
+            points += [(gpus, tenants, over) for gpus in args.gpus for over in args.oversubscription]
+        else:  # the file's hosts, as many as rings of equal size fill; the racks set the oversubscription
+            spec = fabric(0, 1.0, args.rate, args.fabric)
+            points.append((spec.hosts // tenants * tenants, tenants, spec.oversubscription))
+    for gpus, tenants, over in points:
+        for seed in args.seeds:
+            key = (args.fabric, str(args.churn), str(gpus), str(tenants), str(over), args.placement, str(seed))
+            todo = [s for s in schedulers if key + (s,) not in done]
+            if not todo:
+                continue
+            rows = measure_point(gpus, tenants, over, args.placement, seed, todo, args.rate,
+                                 os.path.join(out, "scenarios"), args.fabric, args.churn)
+            new = not os.path.exists(table)
+            with open(table, "a", newline="", encoding="utf-8") as f:
+                w = csv.DictWriter(f, fieldnames=COLUMNS)
+                if new:
+                    w.writeheader()
+                w.writerows(rows)
     return 0
 
 
@@ -226,7 +257,8 @@ def map_points(folder: str) -> Dict[tuple, Dict[str, List[dict]]]:
     """(gpus, tenants, oversubscription, placement) -> scheduler -> rows of ``folder``/map.csv."""
     points: Dict[tuple, Dict[str, List[dict]]] = {}
     for r in read_rows(os.path.join(folder, "map.csv")):
-        key = (int(r["gpus"]), int(r["tenants"]), float(r["oversubscription"]), r["placement"])
+        key = (int(r["gpus"]), int(r["tenants"]), float(r["oversubscription"]), r["placement"],
+               r.get("fabric") or "leafspine", float(r.get("churn") or 0.0))
         points.setdefault(key, {}).setdefault(r["scheduler"], []).append(r)
     return points
 
@@ -264,13 +296,19 @@ def report(folder: str, confirm_folder: Optional[str] = None, suite: Optional[st
         "[bounds.md](bounds.md) (the capacity-aware bound is the steady state's above 16 tenants; the solo bound here",
         "is each job's best alone under ECMP, ByteScheduler's order and on placed paths).",
         "",
+        "Churn: the mean gap between tenants' arrivals (emulated s; 0: all at the start); under churn Crux and",
+        "Flux run online (they hear of each arrival and departure) and the capacity column holds the solo bound",
+        "(the capacity-aware bound assumes every job from the start).",
+        "",
         "Each cell: cluster GPU utilisation, mean over seeds [min, max]. Ratios are of the means. \"Crux, path per",
         "flow\" is Crux with `paths=hop`, the ablation of Flux's paths; \"best\" is the best of ECMP, ByteScheduler",
         "and Crux.",
         "",
-        "| GPUs | tenants | oversub. | placement | seeds | ECMP | ByteScheduler | Crux | Crux, path per flow | Flux "
-        "| solo bound | capacity bound | Crux / ECMP | Flux / Crux | Flux / best | Crux / capacity | Flux / capacity |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| fabric | churn | GPUs | tenants | oversub. | placement | seeds | ECMP | ByteScheduler | Crux "
+        "| Crux, path per flow "
+        "| Flux | solo bound | capacity bound | Crux / ECMP | Flux / Crux | Flux / best | Crux / capacity "
+        "| Flux / capacity |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key in sorted(points):
         by = points[key]
@@ -280,7 +318,7 @@ def report(folder: str, confirm_folder: Optional[str] = None, suite: Optional[st
         solo = _mean([float(r["u_solo_bound"]) for r in any_row])
         cap = _mean([float(r["u_capacity_bound"]) for r in any_row])
         best = max((means[s] for s in ("ecmp", "bytescheduler", "crux") if means[s] is not None), default=None)
-        lines.append(f"| {key[0]} | {key[1]} | {key[2]:g}:1 | {key[3]} | {len(any_row)} | "
+        lines.append(f"| {key[4]} | {key[5]:g} | {key[0]} | {key[1]} | {key[2]:g}:1 | {key[3]} | {len(any_row)} | "
                      + " | ".join(_cell(u[s]) for s in shown)
                      + f" | {solo:.3f} | {cap:.3f} | {_ratio(means['crux'], means['ecmp'])} | "
                      f"{_ratio(means['flux'], means['crux'])} | {_ratio(means['flux'], best)} | "
@@ -380,7 +418,7 @@ def verdicts(points: Dict[tuple, Dict[str, List[dict]]]) -> List[tuple]:
         shown = ", ".join(f"{k[0]} GPUs/{k[1]} tenants/{k[2]:g}:1/{k[3]} {x}" for k, (_ok, x) in values)
         return ("held" if held else "missed", f"{what}: {shown}")
 
-    keys = sorted(points)
+    keys = [k for k in sorted(points) if k[4] == "leafspine" and not k[5]]
     contended = [k for k in keys if k[3] == "random" and k[2] >= 2]
     calm = [k for k in keys if k[3] == "packed" and k[2] <= 1]
     out = []
@@ -408,9 +446,56 @@ def verdicts(points: Dict[tuple, Dict[str, List[dict]]]) -> List[tuple]:
                  "Flux / Crux within 0.99-1.01")
     out.append((flux[0], flux[1] + "."))
     out.append(("not measured", "the map has no variant with a class per job to measure compression's cost."))
-    out.append(("not measured", "the map has no tenants arriving and leaving yet."))
-    out.append(("not measured", "the map has no production topology yet."))
+    calm = {k[:5]: k for k in keys}
+    churned = [(k, calm[k[:5]]) for k in sorted(points) if k[5] and k[:5] in calm]
+    if not churned:
+        out.append(("not measured", "the map has no tenants arriving and leaving yet."))
+    else:
+        parts, held = [], True
+        for k, base in churned:
+            lower = all((mean(k, s) or 0) < (mean(base, s) or 0) for s in ("ecmp", "bytescheduler", "crux", "flux"))
+            narrower = ratio(k, "crux", "ecmp") < ratio(base, "crux", "ecmp")
+            flux_ok = ratio(k, "flux", "crux") >= 1.0
+            held = held and lower and narrower and flux_ok
+            parts.append(f"{k[0]} GPUs/{k[1]} tenants/{k[2]:g}:1, mean gap {k[5]:g} s: every scheduler lower "
+                         f"{'yes' if lower else 'no'}, Crux / ECMP {ratio(k, 'crux', 'ecmp'):.3f} against "
+                         f"{ratio(base, 'crux', 'ecmp'):.3f} without churn, Flux / Crux {ratio(k, 'flux', 'crux'):.3f}")
+        out.append(("held" if held else "missed", "; ".join(parts) + "."))
+    pairs = [(k, (k[0], k[1], other_over, k[3], "lingjun-2tier", k[5])) for k in sorted(points) if k[4] == "lingjun"
+             for other_over in {o[2] for o in points if o[4] == "lingjun-2tier"}]
+    pairs = [(a, b) for a, b in pairs if b in points and ratio(a, "crux", "ecmp") and ratio(b, "crux", "ecmp")]
+    if not pairs:
+        out.append(("not measured", "the map has no production topology with its two-layer twin."))
+    else:
+        held = all(ratio(a, "crux", "ecmp") < ratio(b, "crux", "ecmp") for a, b in pairs)
+        out.append(("held" if held else "missed", "Crux / ECMP on the production racks, three tiers against two: "
+                    + ", ".join(f"{a[1]} tenants {ratio(a, 'crux', 'ecmp'):.3f} against {ratio(b, 'crux', 'ecmp'):.3f}"
+                                for a, b in pairs) + "."))
     sizes = sorted({k[0] for k in keys})
+    # Scale: the same tenants per uplink (ring size) and oversubscription at different GPU counts.
+    same = {}
+    for k in keys:
+        if k[3] == "random":
+            same.setdefault((k[0] // k[1], k[2]), []).append(k)
+    groups = [g for g in same.values() if len({k[0] for k in g}) > 1]
+    if groups:
+        shown = []
+        held = True
+
+        def seed_ratios(k):
+            crux = {r["seed"]: float(r["u"]) for r in points[k].get("crux", []) if r["u"]}
+            ecmp = {r["seed"]: float(r["u"]) for r in points[k].get("ecmp", []) if r["u"]}
+            return [crux[x] / ecmp[x] for x in crux if ecmp.get(x)]
+        for g in groups:
+            values = [(k, ratio(k, "crux", "ecmp")) for k in sorted(g)]
+            spread = max(v for _k, v in values) - min(v for _k, v in values)
+            seeds = max((max(r) - min(r) for r in map(seed_ratios, g) if r), default=0.0)
+            held = held and spread <= seeds
+            shown.append(", ".join(f"{k[0]} GPUs/{k[1]} tenants/{k[2]:g}:1 {v:.3f}" for k, v in values)
+                         + f" (seed spread {seeds:.3f})")
+        out.append(("held" if held else "missed", "Crux / ECMP at the same ring size and oversubscription over GPU "
+                    "counts (held when the difference is within the seed spread): " + "; ".join(shown) + "."))
+        return out
     out.append(("not measured" if len(sizes) < 2 else "see the table",
                 f"GPU counts in the map: {', '.join(map(str, sizes)) or 'none'}."))
     return out
@@ -443,7 +528,7 @@ def path_verdicts(points: Dict[tuple, Dict[str, List[dict]]], confirm_rows: List
         verdict = ("missed" if "missed" in verdicts_ else "held" if "held" in verdicts_ else "not measured")
         return (verdict, "; ".join(t for _, t in parts) + ".")
 
-    keys = sorted(points)
+    keys = [k for k in sorted(points) if k[4] == "leafspine" and not k[5]]
     few = [k for k in keys if k[3] == "random" and k[1] <= 16 and k[0] <= 256]
     packed = [k for k in keys if k[3] == "packed"]
     out = [combine(judge(few, lambda k: ratio(k, "flux", "crux"), lambda k, v: v >= 1.05,
@@ -523,6 +608,12 @@ def main(argv=None) -> int:
 
     def ints(text):
         return [int(x) for x in text.split(",") if x]
+    r.add_argument("--fabric", choices=list(FABRICS), default="leafspine",
+                   help="leafspine (--gpus, --oversubscription), or Crux's production racks (lingjun: three tiers, "
+                        "lingjun-2tier: the same racks under spines; FABRICS)")
+    r.add_argument("--churn", type=float, default=0.0, metavar="S",
+                   help="tenants arrive as a Poisson process with this mean gap (emulated s; 0: all at the start); "
+                        "Crux and Flux then run online, hearing of each arrival and departure")
     r.add_argument("--gpus", type=ints, default=[256])
     r.add_argument("--tenants", type=ints, default=[8, 16, 32])
     r.add_argument("--oversubscription", type=lambda t: [float(x) for x in t.split(",") if x], default=[1.0, 2.0])

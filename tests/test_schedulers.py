@@ -816,3 +816,13 @@ def test_online_takes_true_or_false_only(name):
     fabric, heavy, light = _two_tenant_world()
     with pytest.raises(ValueError, match="online must be true or false"):
         make_scheduler(name, fabric, [heavy, light], parse_params(["online=maybe"]))
+
+
+def test_flux_places_a_path_per_flow_where_crux_places_one_per_job():
+    fabric = make_fabric()
+    ring = make_job(1, [1, 5, 2, 6], make_model())
+    flux = make_scheduler("flux", fabric, [ring])
+    crux = CruxScheduler(fabric, [ring])
+    assert {flux.paths[(1, r)] for r in range(4)} == {0, 1}
+    assert len({crux.paths[(1, r)] for r in range(4)}) == 1
+    assert len({make_scheduler("flux", fabric, [ring], {"paths": "job"}).paths[(1, r)] for r in range(4)}) == 1
