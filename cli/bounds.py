@@ -18,7 +18,9 @@ U_ecmp).
 
 In the fluid engine the jobs run under the ``physical`` model (twin/model.py: the calibrated model's measured
 terms, its fitted delays off), the optimistic end of the twin, unless the runner flags name a ``--twin-model``:
-a bound must not be lowered by a delay that was fitted on links shared with other jobs.
+a bound must not be lowered by a delay that was fitted on links shared with other jobs. They run in the ring model
+the whole scenario takes (``--twin-ring-model auto`` picks by the GPUs simulated together, and one job alone is
+fewer), unless the runner flags name one.
 
 Beside it, the capacity-aware bound (analysis/bounds.py): the most the jobs can reach together when every
 route's cut (each host's link, each leaf's and pod's uplinks and downlinks) carries at most its rate, with each
@@ -115,6 +117,10 @@ def main(argv=None) -> int:
         os.makedirs(work, exist_ok=True)
         named = any(flag == "--twin-model" or flag.startswith("--twin-model=") for flag in args.runner_flags)
         model_flags = ["--twin-model", "physical"] if args.engine == "fluid" and not named else []
+        ring_named = any(f == "--twin-ring-model" or f.startswith("--twin-ring-model=") for f in args.runner_flags)
+        if args.engine == "fluid" and not ring_named:  # the lone runs in the whole scenario's ring model
+            import twin
+            model_flags += ["--twin-ring-model", twin.ring_model_for(resolved.jobs)]
         for spec in resolved.jobs:
             path = os.path.join(work, f"{spec.name}.yaml")
             with open(path, "w", encoding="utf-8") as f:

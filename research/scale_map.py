@@ -102,8 +102,9 @@ def measure_point(gpus, tenants, oversubscription, placement, seed, schedulers, 
         yaml.safe_dump(scenario(gpus, tenants, placement, seed, churn), f, sort_keys=False)
     plan = twin.prepare(path, spec, seed=seed)
     fifo = twin.transport_settings(plan.transport, plan.queue_ms)
+    # One ring model for the bound's lone runs and the scenario's (auto picks by the GPUs simulated together).
     common = dict(class_mode=plan.class_mode, class_floor=plan.class_floor, hash_seed=seed, time_limit_s=3600.0,
-                  ring_model="auto", **fifo, seed=seed)
+                  ring_model=twin.ring_model_for(plan.jobs), **fifo, seed=seed)
     solo = {}
     for job in plan.jobs:
         alone = dataclasses.replace(job, start_offset_s=0.0)

@@ -875,3 +875,10 @@ def test_online_schedulers_hear_every_arrival_and_departure_in_the_twin(tmp_path
     offline = twin.simulate(plan.layout, plan.jobs, "crux", {}, "calibrated")
     assert offline.completed and offline.scheduler.reorders == 0
     assert make_scheduler("crux", plan.layout.view(), plan.jobs, {"online": True}).decide(0.0) == {}
+
+
+def test_a_lone_job_takes_its_whole_scenarios_ring_model():
+    profile = ModelProfile("m", "g", 1, (Bucket(0, 1000, 0.01, 0.01),))
+    jobs = [JobSpec(i, f"j{i}", profile, 40, 1) for i in range(4)]
+    assert twin.ring_model_for(jobs) == "pipelined" and twin.ring_model_for(jobs[:1]) == "steps"
+    assert twin.ring_model_for(jobs, "steps") == "steps"

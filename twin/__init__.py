@@ -42,8 +42,8 @@ from twin.engine import FluidSim, RunResult
 from twin.model import IDEAL, ModelParams, calibrated, calibration_notes, parse_model_overrides, resolve_model
 from twin.network import HASH_MODELS, Network
 
-__all__ = ["MAX_HOSTS", "run_fluid", "simulate", "summarize", "prepare", "prepare_recorded", "ModelParams", "IDEAL",
-           "calibrated"]
+__all__ = ["MAX_HOSTS", "run_fluid", "simulate", "ring_model_for", "summarize", "prepare", "prepare_recorded",
+           "ModelParams", "IDEAL", "calibrated"]
 
 #: Hosts the twin accepts (host addresses continue past the emulation's 250 into the next octets).
 MAX_HOSTS = 65000
@@ -51,6 +51,14 @@ ENGINE = "fluid"
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Up to this many GPUs ``ring_model="auto"`` simulates every ring step; above, whole rings (docs/twin.md).
 AUTO_STEPS_MAX_GPUS = 128
+
+
+def ring_model_for(jobs: Sequence[JobSpec], ring_model: str = "auto") -> str:
+    """The ring model ``auto`` stands for with these jobs: steps up to AUTO_STEPS_MAX_GPUS GPUs, pipelined above.
+    A job run alone for a bound takes its whole scenario's, so that the bound and the runs share one model."""
+    if ring_model != "auto":
+        return ring_model
+    return "steps" if sum(j.workers for j in jobs) <= AUTO_STEPS_MAX_GPUS else "pipelined"
 
 
 def simulate(layout: FabricLayout, jobs: Sequence[JobSpec], scheduler: str = "ecmp",
@@ -71,8 +79,7 @@ def simulate(layout: FabricLayout, jobs: Sequence[JobSpec], scheduler: str = "ec
     launch and done time of every operation."""
     if hash_model not in HASH_MODELS:
         raise ValueError(f"hash model must be one of {', '.join(HASH_MODELS)} (got {hash_model!r})")
-    if ring_model == "auto":
-        ring_model = "steps" if sum(j.workers for j in jobs) <= AUTO_STEPS_MAX_GPUS else "pipelined"
+    ring_model = ring_model_for(jobs, ring_model)
     from controller.schedulers.registry import make_scheduler
     params = resolve_model(model)
     view = layout.view()
