@@ -2,14 +2,19 @@
 """The scale map: the shipped schedulers in the twin over fabrics, tenant counts and oversubscription, each point
 against its solo and capacity-aware bounds.
 
-Question: Where, at scale, is there room above Crux, and does Flux take it? (docs/scale-predictions.md, written
-before the first runs, says what was expected.)
+Question: Where, at scale, is there room above Crux, and does Flux take it? (docs/scale-predictions.md and
+docs/scale-predictions-paths.md, each written before its runs, say what was expected.)
 Answer: see docs/scale.md, generated from the committed map by ``report``.
 Cited in: docs/scale.md.
 
     python research/scale_map.py run --gpus 256 --tenants 8,16,32 --oversubscription 1,2,4 --seeds 1,2 \\
-        --out results/scale/map-256
-    python research/scale_map.py report results/scale/map-256 [--md docs/scale.md]
+        --out results/scale/map                   # --fabric lingjun | lingjun-2tier, --churn S: other points
+    sudo python research/scale_map.py confirm --schedulers ecmp,bytescheduler,crux,flux \\
+        --out results/scale/confirm-16            # points scaled to 16 hosts, in the emulation and the twin
+    python research/scale_map.py report results/scale/map [--confirm DIR] [--suite DIR --suite-before DIR] \\
+        [--before DIR] [--md docs/scale.md]
+
+The commands behind the committed map: results/scale/map/README.md.
 
 A point is a leaf-spine of GPUS hosts (16 per leaf up to 256 GPUs, 32 above), its spines set for the
 oversubscription (hosts per leaf over spines, host and fabric links at --rate), and TENANTS jobs of equal ring
@@ -330,7 +335,11 @@ def report(folder: str, confirm_folder: Optional[str] = None, suite: Optional[st
               "job (Crux as published) leaves equal-cost paths idle while each job's ring queues on its own; a "
               "path per flow (Flux, and Crux with `paths=hop`) spreads every ring over them. What remains above "
               "Flux is time: jobs whose communication phases collide on shared uplinks, room that interleaving "
-              "the jobs' phases (CASSINI's time shifts) could take and a priority order cannot."]
+              "the jobs' phases (CASSINI's time shifts) could take and a priority order cannot. Part of every gap "
+              "to the bounds is the twin itself: the bounds' lone runs use its physical model (no fitted delays, "
+              "docs/bounds.md) and the runs its calibrated one, so jobs that share no link (the packed points) "
+              "still sit below their solo bound."]
+    lines += target_lines(points, suite, suite_before)
     confirmations = confirmation_table(confirm_folder) if confirm_folder else []
     lines += confirmations
     lines += ["", "## The predictions, checked", "",
@@ -343,6 +352,55 @@ def report(folder: str, confirm_folder: Optional[str] = None, suite: Optional[st
                            map_points(before) if before else None)
     lines += [f"{n}. **{verdict}.** {text}" for n, (verdict, text) in enumerate(second, 8)]
     return "\n".join(lines) + "\n"
+
+
+def target_lines(points: Dict[tuple, Dict[str, List[dict]]], suite: Optional[str],
+                 suite_before: Optional[str]) -> List[str]:
+    """Flux against its targets on every point of the map and, given a suite rerun, every suite scenario: at
+    least 1.05 x Crux wherever the capacity-aware bound is 5% or more above Crux, and never below 0.99 x the best
+    of ECMP, ByteScheduler and Crux."""
+    rows = []  # (where, crux, flux, best, capacity bound)
+    for key in sorted(points):
+        u = {s: _mean([float(r["u"]) for r in points[key].get(s, []) if r["u"]])
+             for s in ("ecmp", "bytescheduler", "crux", "flux")}
+        if u["crux"] is None or u["flux"] is None:
+            continue
+        cap = _mean([float(r["u_capacity_bound"]) for rows_ in points[key].values() for r in rows_])
+        where = f"{key[4]}, churn {key[5]:g}, {key[0]} GPUs, {key[1]} tenants, {key[2]:g}:1, {key[3]}"
+        rows.append((where, u["crux"], u["flux"], max(v for k, v in u.items() if k != "flux" and v), cap))
+    if suite and suite_before:
+        new = {(r["scenario"], r["variant"]): r for r in read_rows(os.path.join(suite, "suite.csv"))}
+        old = {(r["scenario"], r["variant"]): r for r in read_rows(os.path.join(suite_before, "suite.csv"))}
+        for scenario in sorted({k[0] for k in new}):
+            base = {v: float(old[(scenario, v)]["u_mean"]) for v in ("ecmp", "bytescheduler", "crux")
+                    if (scenario, v) in old and old[(scenario, v)]["u_mean"]}
+            if "crux" not in base or (scenario, "flux") not in new:
+                continue
+            cap = float(old[(scenario, "crux")]["u_capacity_bound"])
+            rows.append((f"suite (twin) {scenario}", base["crux"], float(new[(scenario, "flux")]["u_mean"]),
+                         max(base.values()), cap))
+    if not rows:
+        return []
+    room = [r for r in rows if r[4] >= 1.05 * r[1]]
+    short = [r for r in room if r[2] < 1.05 * r[1]]
+    below = [r for r in rows if r[2] < 0.99 * r[3]]
+    out = ["", "## Flux against its targets", "",
+           "Targets: Flux at least 1.05 x Crux wherever the capacity-aware bound is 5% or more above Crux, and never "
+           "below 0.99 x the best of ECMP, ByteScheduler and Crux; on every point of the map above and every "
+           "scenario of the fluid suite (Flux from the rerun with a path per flow, the others and the bounds from "
+           "the committed suite). "
+           f"Room of 5% or more above Crux: {len(room)} of {len(rows)}; Flux 1.05 x Crux or more there: "
+           f"{len(room) - len(short)} of {len(room)}; Flux below 0.99 x the best baseline: {len(below)} of "
+           f"{len(rows)}.", ""]
+    if short or below:
+        out += ["| where | Crux | Flux | best baseline | capacity bound | Flux / Crux | Flux / best | "
+                "capacity / Crux | misses |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            misses = [m for m, bad in (("room not taken", r in short), ("below the best", r in below)) if bad]
+            if misses:
+                out.append(f"| {r[0]} | {r[1]:.3f} | {r[2]:.3f} | {r[3]:.3f} | {r[4]:.3f} | {r[2] / r[1]:.3f} | "
+                           f"{r[2] / r[3]:.3f} | {r[4] / r[1]:.3f} | {', '.join(misses)} |")
+    return out
 
 
 def confirm_means(rows: List[dict]) -> Dict[tuple, Dict[str, List[float]]]:

@@ -97,3 +97,16 @@ def test_churn_makes_tenants_arrive_as_a_poisson_process_seeded_by_the_point():
     assert "arrivals" not in scale_map.scenario(64, 8, "random", 2)
     assert scale_map.scenario(64, 8, "random", 2, churn=1.5)["arrivals"] == {
         "process": "poisson", "mean_interarrival_s": 1.5, "seed": 2}
+
+
+def test_the_targets_list_every_point_that_misses_them(tmp_path):
+    rows = [dict(fabric="leafspine", gpus=64, tenants=8, oversubscription=over, placement="random", seed=1,
+                 scheduler=s, u=u, timeouts=0, u_solo_bound=0.8, u_capacity_bound=cap, capacity_method="finite",
+                 sim_s=1, wall_s=1, git_commit="x")
+            for over, cap, flux in ((2.0, 0.75, 0.66), (4.0, 0.75, 0.61)) for s, u in
+            (("ecmp", 0.4), ("bytescheduler", 0.5), ("crux", 0.6), ("crux-hop", flux), ("flux", flux))]
+    _write(tmp_path / "map.csv", scale_map.COLUMNS, rows)
+    text = scale_map.report(str(tmp_path))
+    assert "Room of 5% or more above Crux: 2 of 2; Flux 1.05 x Crux or more there: 1 of 2" in text
+    assert "| leafspine, churn 0, 64 GPUs, 8 tenants, 4:1, random | 0.600 | 0.610 |" in text
+    assert "2:1, random | 0.600 | 0.660" not in text
