@@ -344,11 +344,12 @@ def report(folder: str, confirm_folder: Optional[str] = None, suite: Optional[st
              _mean([float(r["u"]) for r in points[k].get("crux-hop", []) if r["u"]])) for k in churned]
     gaps = [(k, f / c) for k, f, c in gaps if f is not None and c]
     if gaps:
+        shown = ", ".join(f"{v:.3f} ({k[0]} GPUs, {k[1]} tenants, {k[2]:g}:1)" for k, v in gaps)
         lines += ["", "Under churn Flux and Crux with a path per flow differ in one thing: when an arrival or a "
-                  "departure changes the order, Crux moves every live flow to its new class at once, Flux keeps each live "
-                  "operation in the class it launched in (the emulation's lesson of flux-v1: a live class change "
-                  "strands a ring step in a starved class). In the twin, Flux / (Crux, path per flow): " + ", ".join(f"{v:.3f} ({k[0]} GPUs, {k[1]} tenants, {k[2]:g}:1)" for k, v in gaps)
-                  + ". Whether moving live flows costs more than that in the emulation is not measured yet."]
+                  "departure changes the order, Crux moves every live flow to its new class at once, Flux keeps "
+                  "each live operation in the class it launched in (the emulation's lesson of flux-v1: a live class "
+                  f"change strands a ring step in a starved class). In the twin, Flux / (Crux, path per flow): "
+                  f"{shown}. Whether moving live flows costs more than that in the emulation is not measured yet."]
     lines += target_lines(points, suite, suite_before)
     confirmations = confirmation_table(confirm_folder) if confirm_folder else []
     lines += confirmations
