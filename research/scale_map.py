@@ -48,7 +48,7 @@ PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ("resnet50", "vgg16", "bert_large", "gpt2_xl")
 ITERATIONS = {"resnet50": 8, "vgg16": 6, "bert_large": 5, "gpt2_xl": 2}
 #: Map variants beyond the shipped schedulers' defaults: name -> (scheduler, parameters).
-VARIANTS = {"crux-hop": ("crux", {"paths": "hop"})}
+VARIANTS = {"crux-hop": ("crux", {"paths": "hop"}), "flux-reorder": ("flux", {"reorder_live": True})}
 #: A job's solo bound is its best alone among these: hashed paths (ECMP, ByteScheduler's order) collide even
 #: within one ring, so a lone run on placed paths (a path per hop, least-loaded first) is among them.
 SOLO = (("ecmp", {}), ("bytescheduler", {}), ("crux", {"paths": "hop"}))
@@ -128,9 +128,7 @@ def measure_point(gpus, tenants, oversubscription, placement, seed, schedulers, 
     rows = []
     for s in schedulers:
         wall = time.perf_counter()
-        scheduler, params = VARIANTS.get(s, (s, {}))
-        if churn and scheduler in ("crux", "flux"):  # under churn they hear of arrivals and departures
-            params = dict(params, online=True)
+        scheduler, params = variant(s, churn)
         result = twin.simulate(plan.layout, plan.jobs, scheduler, params, "calibrated", **common)
         figures = twin.summarize(plan.jobs, result)
         rows.append({"fabric": family, "churn": churn, "gpus": gpus, "tenants": tenants,
@@ -149,7 +147,15 @@ def measure_point(gpus, tenants, oversubscription, placement, seed, schedulers, 
 
 
 CONFIRM_COLUMNS = ["hosts", "spines", "tenants", "seed", "scheduler", "engine", "u", "faithful", "timeouts",
-                   "ovs_cpu_mean", "git_commit"]
+                   "ovs_cpu_mean", "git_commit", "churn"]
+
+
+def variant(name: str, churn: float = 0.0):
+    """(scheduler, parameters) of a map or confirmation variant; under churn Crux and Flux run online."""
+    scheduler, params = VARIANTS.get(name, (name, {}))
+    if churn and scheduler in ("crux", "flux"):
+        params = dict(params, online=True)
+    return scheduler, params
 
 
 def confirm(args) -> int:
@@ -173,17 +179,20 @@ def confirm(args) -> int:
             path = os.path.join(args.out, "scenarios", f"scenario-{hosts}-{args.tenants}-s{seed}.yaml")
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w", encoding="utf-8") as f:
-                yaml.safe_dump(scenario(hosts, args.tenants, "random", seed), f, sort_keys=False)
+                yaml.safe_dump(scenario(hosts, args.tenants, "random", seed, args.churn), f, sort_keys=False)
             flags = ["--host-rate", f"{args.rate:g}", "--fabric-rate", f"{args.rate:g}", "--spines", str(spines),
                      "--leaves", str(args.leaves), "--hosts-per-leaf", str(args.hosts_per_leaf), "--seed", str(seed)]
             for s in args.schedulers.split(","):
                 base = {"hosts": hosts, "spines": spines, "tenants": args.tenants, "seed": seed, "scheduler": s,
-                        "git_commit": label}
+                        "git_commit": label, "churn": args.churn}
+                scheduler, params = variant(s, args.churn)
                 rows = []
                 if (str(spines), str(seed), s, "emulation") not in done:
-                    out = os.path.join(args.runs, f"{hosts}h-{spines}sp-s{seed}-{s}")
-                    cmd = [sys.executable, os.path.join(PROJECT_DIR, "testbed", "run.py"), "--scheduler", s,
+                    out = os.path.join(args.runs, f"{hosts}h-{spines}sp-c{args.churn:g}-s{seed}-{s}")
+                    cmd = [sys.executable, os.path.join(PROJECT_DIR, "testbed", "run.py"), "--scheduler", scheduler,
                            "--scenario", path, "--out", out, "-q", *flags]
+                    for key, value in params.items():
+                        cmd += ["--param", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
                     rc = subprocess.run(cmd).returncode
                     summary = {"cluster": {}}
                     if os.path.exists(os.path.join(out, "summary.json")):
@@ -199,15 +208,17 @@ def confirm(args) -> int:
                     spec = FabricSpec(spines, args.leaves, args.hosts_per_leaf, args.rate, args.rate)
                     plan = twin.prepare(path, spec, seed=seed)
                     fifo = twin.transport_settings(plan.transport, plan.queue_ms)
-                    result = twin.simulate(plan.layout, plan.jobs, s, {}, "calibrated", class_mode=plan.class_mode,
+                    result = twin.simulate(plan.layout, plan.jobs, scheduler, params, "calibrated",
+                                           class_mode=plan.class_mode,
                                            class_floor=plan.class_floor, hash_seed=seed, time_limit_s=3600.0,
                                            ring_model="auto", **fifo, seed=seed)
                     rows.append(dict(base, engine="fluid",
                                      u=twin.summarize(plan.jobs, result)["cluster"]["gpu_utilization"],
                                      timeouts=round(float(sum(result.timeouts.values())), 1)))
                 new = not os.path.exists(table)
+                columns = CONFIRM_COLUMNS if new else list(read_rows(table)[0].keys())  # a table's own header
                 with open(table, "a", newline="", encoding="utf-8") as f:
-                    w = csv.DictWriter(f, fieldnames=CONFIRM_COLUMNS)
+                    w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
                     if new:
                         w.writeheader()
                     w.writerows(rows)
@@ -280,7 +291,8 @@ def _ratio(a: Optional[float], b: Optional[float]) -> str:
 
 
 def report(folder: str, confirm_folder: Optional[str] = None, suite: Optional[str] = None,
-           suite_before: Optional[str] = None, before: Optional[str] = None) -> str:
+           suite_before: Optional[str] = None, before: Optional[str] = None,
+           confirm_churn: Optional[str] = None) -> str:
     """docs/scale.md's text from ``folder``/map.csv, the emulation's confirmations (``confirm_folder``/confirm.csv)
     and a suite rerun (``suite``/suite.csv against ``suite_before``/suite.csv)."""
     points = map_points(folder)
@@ -292,6 +304,8 @@ def report(folder: str, confirm_folder: Optional[str] = None, suite: Optional[st
         command += f" --suite {suite} --suite-before {suite_before}"
     if before:
         command += f" --before {before}"
+    if confirm_churn:
+        command += f" --confirm-churn {confirm_churn}"
     lines = [
         "# The scale map",
         "",
@@ -363,7 +377,44 @@ def report(folder: str, confirm_folder: Optional[str] = None, suite: Optional[st
                            suite_changes(suite, suite_before) if suite else None,
                            map_points(before) if before else None)
     lines += [f"{n}. **{verdict}.** {text}" for n, (verdict, text) in enumerate(second, 8)]
+    if confirm_churn:
+        table, verdict = churn_confirmation(confirm_churn)
+        lines[lines.index("## The predictions, checked") - 1:lines.index("## The predictions, checked") - 1] = table
+        lines += ["", "And [scale-predictions-churn.md](scale-predictions-churn.md):", "",
+                  f"15. **{verdict[0]}.** {verdict[1]}"]
     return "\n".join(lines) + "\n"
+
+
+def churn_confirmation(folder: str):
+    """The emulation's runs with tenants arriving (``confirm --churn``): a table, and the verdict of prediction 15
+    of docs/scale-predictions-churn.md."""
+    rows = read_rows(os.path.join(folder, "confirm.csv"))
+    by = confirm_means(rows)
+    schedulers = list(dict.fromkeys(r["scheduler"] for r in rows))
+    emu = [r for r in rows if r["engine"] == "emulation"]
+    faithful = sum(1 for r in emu if r["faithful"] == "True")
+    first = rows[0] if rows else {}
+    lines = ["", "## Confirmed in the emulation, tenants arriving", "",
+             f"As above, with the tenants arriving as a Poisson process (mean gap {first.get('churn', '?')} emulated "
+             "s) and Crux and Flux online; `flux-reorder` is Flux moving live operations to each new order, as Crux "
+             f"does. From `{folder}/confirm.csv`. {faithful} of {len(emu)} emulation runs were judged faithful.", "",
+             "| spines | engine | " + " | ".join(schedulers) + " |", "|---|---|" + "---|" * len(schedulers)]
+    for (spines, engine) in sorted(by, key=lambda k: (-k[0], k[1])):
+        cells = [_cell(by[(spines, engine)].get(s, [])) for s in schedulers]
+        lines.append(f"| {spines} | {engine} | " + " | ".join(cells) + " |")
+    parts, held = [], bool(by)
+    for (spines, engine), u in sorted(by.items()):
+        if engine != "emulation" or not all(u.get(s) for s in ("crux", "flux", "flux-reorder")):
+            held = False
+            continue
+        moved, kept, crux = (_mean(u[s]) for s in ("flux-reorder", "flux", "crux"))
+        held = held and moved >= kept - 0.01 and min(moved, kept) > crux
+        parts.append(f"{spines} spines: Flux moving live operations {moved:.3f}, keeping them {kept:.3f}, "
+                     f"Crux online {crux:.3f}")
+    verdict = ("held" if held and parts else "missed" if parts else "not measured",
+               ("; ".join(parts) + " (held when moving is no more than 0.01 below keeping and both are above Crux)."
+                ) if parts else "no emulation runs with tenants arriving.")
+    return lines, verdict
 
 
 def target_lines(points: Dict[tuple, Dict[str, List[dict]]], suite: Optional[str],
@@ -708,12 +759,16 @@ def main(argv=None) -> int:
     c.add_argument("--seeds", type=ints, default=[1, 2, 3])
     c.add_argument("--schedulers", default="crux,flux")
     c.add_argument("--rate", type=float, default=5.0, help="host and fabric link rate, Mbit/s (default 5)")
+    c.add_argument("--churn", type=float, default=0.0, metavar="S",
+                   help="tenants arrive with this mean gap (emulated s), as in run; Crux and Flux then run online")
     c.add_argument("--runs", default="/tmp/scale-confirm-runs", help="where the emulation runs' folders go")
     c.add_argument("--out", required=True)
     g = sub.add_parser("report", help="the Markdown of docs/scale.md from a map folder")
     g.add_argument("folder")
     g.add_argument("--md", default=None, help="write it to this file as well")
     g.add_argument("--confirm", default=None, metavar="DIR", help="the emulation's confirmations (DIR/confirm.csv)")
+    g.add_argument("--confirm-churn", default=None, metavar="DIR",
+                   help="the emulation's confirmations with tenants arriving (DIR/confirm.csv)")
     g.add_argument("--suite", default=None, metavar="DIR", help="a fluid suite rerun of Flux (DIR/suite.csv)")
     g.add_argument("--before", default=None, metavar="DIR", help="the first map (its solo bounds, DIR/map.csv)")
     g.add_argument("--suite-before", default="results/suite/fluid", metavar="DIR",
@@ -725,7 +780,8 @@ def main(argv=None) -> int:
         except ValueError as exc:
             sys.stderr.write(f"scale_map.py: {exc}\n")
             return 2
-    text = report(args.folder, args.confirm, args.suite, args.suite_before if args.suite else None, args.before)
+    text = report(args.folder, args.confirm, args.suite, args.suite_before if args.suite else None, args.before,
+                  args.confirm_churn)
     print(text, end="")
     if args.md:
         with open(args.md, "w", encoding="utf-8") as f:

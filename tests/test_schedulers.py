@@ -826,3 +826,25 @@ def test_flux_places_a_path_per_flow_where_crux_places_one_per_job():
     assert {flux.paths[(1, r)] for r in range(4)} == {0, 1}
     assert len({crux.paths[(1, r)] for r in range(4)}) == 1
     assert len({make_scheduler("flux", fabric, [ring], {"paths": "job"}).paths[(1, r)] for r in range(4)}) == 1
+
+
+def test_flux_online_moves_live_operations_to_the_new_order_only_when_asked():
+    fabric = make_fabric(spines=1)
+    light = make_job(0, [1, 5], make_model("light", forward_s=0.001, backward_s=0.001))
+    heavy = make_job(1, [2, 6], make_model("heavy", forward_s=0.05, backward_s=0.05))
+    classes = {}
+    for reorder in (False, True):
+        flux = make_scheduler("flux", fabric, [light, heavy], {"online": True, "reorder_live": reorder,
+                                                                 "steal": False})
+        flux.on_job_arrival(light, 0.0)
+        for ev in launch(light, 0, 0.0, needed_at=5.0):
+            flux.on_event(ev, 0.0)
+        alone = flux.decide(0.0)[light.flow(0, 0)].priority_class
+        flux.on_job_arrival(heavy, 0.1)   # the more intensive job arrives: the light job's order falls
+        classes[reorder] = (alone, flux.decide(0.1)[light.flow(0, 0)].priority_class,
+                            flux.base[light.index])
+    kept, moved = classes[False], classes[True]
+    assert kept[1] == kept[0]                      # the live operation keeps the class it launched in
+    assert moved[1] == flux.band_class(light, 0) and moved[1] != moved[0]
+    with pytest.raises(ValueError, match="reorder_live"):
+        make_scheduler("flux", fabric, [light], {"reorder_live": "yes"})

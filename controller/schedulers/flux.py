@@ -44,7 +44,7 @@ packets, flows stranded in a starved class, TCP timeouts) and because waiting he
 * **Online** (``online=true``). The base order covers only the jobs running: the control loop tells the policy
   of each arrival and departure, and paths and the order are placed again then. Operations launched afterwards
   take the new order; live ones keep the class they launched in, so a reordering changes no live flow's class
-  (Crux online changes them all).
+  (Crux online changes them all; ``reorder_live=true`` does too, for the comparison docs/scale.md asks for).
 
 By construction no more intensive job loses more than its slack: an operation Crux would have finished in time
 still finishes in time, so Flux v2 should not fall below Crux except for the cost of the promotions and of
@@ -105,6 +105,7 @@ class FluxScheduler(OnlineOrder, Scheduler):
         "starve_max_s": 0.0,    # with bands=layers: longest a live operation may wait behind higher classes; 0 = off
         "online": False,        # True: Crux's order over the jobs running only, placed again at each arrival and
                                 # departure (new operations take it; live ones keep the class they launched in)
+        "reorder_live": False,  # with online: True moves live operations to the new order too, as Crux online does
     }
 
     def __init__(self, fabric: FabricView, jobs: Sequence[JobSpec], params: Optional[Mapping] = None):
@@ -134,6 +135,8 @@ class FluxScheduler(OnlineOrder, Scheduler):
             raise ValueError(f"bands must be one of {', '.join(BANDS)}, not {self.params['bands']!r}")
         if not 2 <= int(self.params["layer_classes"]) <= STEAL_CLASS:
             raise ValueError(f"layer_classes must be 2..{STEAL_CLASS}")
+        if not isinstance(self.params["reorder_live"], bool):
+            raise ValueError(f"reorder_live must be true or false, not {self.params['reorder_live']!r}")
         self._init_online()
         self.by_index = {j.index: j for j in self.jobs}
         self.duration: Dict[Tuple[int, int], float] = {}      # (job, bucket) -> last observed duration (s)
@@ -170,6 +173,11 @@ class FluxScheduler(OnlineOrder, Scheduler):
             self.base: Dict[int, int] = compress_kcut(networked, pairs_of(self.contention), levels=STEAL_CLASS)
         else:
             self.base = {i: 0 for i in networked}
+        if self.params["reorder_live"]:  # live operations (steals aside) take their job's new class now
+            decided = getattr(self, "decided", {})
+            for op, cls in decided.items():
+                if cls != STEAL_CLASS and op.job in self.base:
+                    decided[op] = self.band_class(self.by_index[op.job], op.bucket)
 
     def on_fabric_change(self, fabric: FabricView) -> None:
         super().on_fabric_change(fabric)
