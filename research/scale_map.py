@@ -404,7 +404,9 @@ def churn_confirmation(folder: str):
         lines.append(f"| {spines} | {engine} | " + " | ".join(cells) + " |")
     parts, held = [], bool(by)
     for (spines, engine), u in sorted(by.items()):
-        if engine != "emulation" or not all(u.get(s) for s in ("crux", "flux", "flux-reorder")):
+        if engine != "emulation":
+            continue
+        if not all(u.get(s) for s in ("crux", "flux", "flux-reorder")):
             held = False
             continue
         moved, kept, crux = (_mean(u[s]) for s in ("flux-reorder", "flux", "crux"))

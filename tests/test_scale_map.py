@@ -110,3 +110,17 @@ def test_the_targets_list_every_point_that_misses_them(tmp_path):
     assert "Room of 5% or more above Crux: 2 of 2; Flux 1.05 x Crux or more there: 1 of 2" in text
     assert "| leafspine, churn 0, 64 GPUs, 8 tenants, 4:1, random | 0.600 | 0.610 |" in text
     assert "2:1, random | 0.600 | 0.660" not in text
+
+
+def test_the_churn_confirmation_is_judged_on_the_emulations_runs(tmp_path):
+    _write(tmp_path / "map.csv", scale_map.COLUMNS, [])
+    churn = tmp_path / "churn"
+    churn.mkdir()
+    runs = [dict(hosts=16, spines=4, tenants=4, seed=1, scheduler=s, engine=e, u=u, faithful="False", timeouts=0,
+                 ovs_cpu_mean=0.5, git_commit="x", churn=2.0)
+            for e, values in (("emulation", (0.80, 0.834, 0.830)), ("fluid", (0.79, 0.80, 0.85)))
+            for s, u in zip(("crux", "flux", "flux-reorder"), values)]
+    _write(churn / "confirm.csv", scale_map.CONFIRM_COLUMNS, runs)
+    text = scale_map.report(str(tmp_path), confirm_churn=str(churn))
+    assert "15. **held.** 4 spines: Flux moving live operations 0.830, keeping them 0.834, Crux online 0.800" in text
+    assert "0 of 3 emulation runs were judged faithful" in text
