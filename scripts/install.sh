@@ -4,7 +4,7 @@
 # Idempotent; run as root from anywhere:   sudo bash scripts/install.sh
 # The run and test commands (testbed/run.py, scripts/test.py) call it by themselves when something is missing.
 #
-# 1. Debian packages: Mininet (for mnexec), Open vSwitch, iperf3, ethtool, ping, tcpdump, python3-venv.
+# 1. Debian packages: Mininet (for mnexec), Open vSwitch, ethtool, ping, tcpdump, python3-venv.
 # 2. Open vSwitch started. With the openvswitch kernel module (e.g. the Vagrant VM) the kernel datapath is used;
 #    without it (containers, sandboxes) the userspace datapath, which needs userspace TSO for TCP to work.
 # 3. A virtual environment in <project>/.venv on the system's python3 (>= 3.10) with ryu 4.34 made to work on
@@ -38,7 +38,7 @@ fi
 
 if ((PYTHON_ONLY == 0)); then
     # --- 1. system packages --------------------------------------------------------------------------------------------
-    PACKAGES=(mininet openvswitch-switch iperf3 iputils-ping ethtool tcpdump iproute2 procps psmisc
+    PACKAGES=(mininet openvswitch-switch iputils-ping ethtool tcpdump iproute2 procps psmisc
               python3 python3-venv python3-dev gcc)
     missing=()
     for p in "${PACKAGES[@]}"; do
