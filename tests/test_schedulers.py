@@ -834,8 +834,8 @@ def test_flux_online_moves_live_operations_to_the_new_order_only_when_asked():
     heavy = make_job(1, [2, 6], make_model("heavy", forward_s=0.05, backward_s=0.05))
     classes = {}
     for reorder in (False, True):
-        flux = make_scheduler("flux", fabric, [light, heavy], {"online": True, "reorder_live": reorder,
-                                                                 "steal": False})
+        params = {"online": True, "reorder_live": reorder, "steal": False}
+        flux = make_scheduler("flux", fabric, [light, heavy], params)
         flux.on_job_arrival(light, 0.0)
         for ev in launch(light, 0, 0.0, needed_at=5.0):
             flux.on_event(ev, 0.0)
