@@ -363,7 +363,10 @@ def report(folder: str, confirm_folder: Optional[str] = None, suite: Optional[st
                   "departure changes the order, Crux moves every live flow to its new class at once, Flux keeps "
                   "each live operation in the class it launched in (the emulation's lesson of flux-v1: a live class "
                   f"change strands a ring step in a starved class). In the twin, Flux / (Crux, path per flow): "
-                  f"{shown}. Whether moving live flows costs more than that in the emulation is not measured yet."]
+                  f"{shown}. " + ("Flux with `reorder_live=true` moves them too: the emulation's runs with tenants "
+                                  "arriving compare the two below." if confirm_churn else
+                                  "Whether moving live flows costs more than that in the emulation is not measured "
+                                  "here.")]
     lines += target_lines(points, suite, suite_before)
     confirmations = confirmation_table(confirm_folder) if confirm_folder else []
     lines += confirmations
