@@ -17,14 +17,20 @@ PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAFFIC = [sys.executable, "-m", "testbed.traffic"]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """n distinct free ports: all sockets held open together, or the kernel may hand out one port twice."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def pair(serve_args, send_args):
-    port, sport = free_port(), free_port()
+    port, sport = free_ports(2)
     server = subprocess.Popen(TRAFFIC + ["serve", "--bind", "127.0.0.1", "--port", str(port), "--warmup", "0"]
                               + serve_args, cwd=PROJECT_DIR, stdout=subprocess.PIPE, text=True)
     try:
