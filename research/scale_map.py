@@ -171,7 +171,8 @@ def confirm(args) -> int:
         raise ValueError("confirm runs emulations: run it as root")
     os.makedirs(args.out, exist_ok=True)
     table = os.path.join(args.out, "confirm.csv")
-    done = {(r["spines"], r["seed"], r["scheduler"], r["engine"]) for r in read_rows(table)}
+    done = {(r["spines"], r["seed"], r["scheduler"], r["engine"], float(r.get("churn") or 0.0))
+            for r in read_rows(table)}
     hosts = args.leaves * args.hosts_per_leaf
     label = code_label(code_version(PROJECT_DIR))
     for spines in args.spines:
@@ -187,7 +188,7 @@ def confirm(args) -> int:
                         "git_commit": label, "churn": args.churn}
                 scheduler, params = variant(s, args.churn)
                 rows = []
-                if (str(spines), str(seed), s, "emulation") not in done:
+                if (str(spines), str(seed), s, "emulation", args.churn) not in done:
                     out = os.path.join(args.runs, f"{hosts}h-{spines}sp-c{args.churn:g}-s{seed}-{s}")
                     cmd = [sys.executable, os.path.join(PROJECT_DIR, "testbed", "run.py"), "--scheduler", scheduler,
                            "--scenario", path, "--out", out, "-q", *flags]
@@ -204,7 +205,7 @@ def confirm(args) -> int:
                                      ovs_cpu_mean=fid.get("ovs_vswitchd_cpu")))
                     sys.stderr.write(f"emulation {hosts} hosts, {spines} spines, seed {seed}, {s}: "
                                      f"{rows[-1]['u']} (exit {rc}, faithful {rows[-1]['faithful']})\n")
-                if (str(spines), str(seed), s, "fluid") not in done:
+                if (str(spines), str(seed), s, "fluid", args.churn) not in done:
                     spec = FabricSpec(spines, args.leaves, args.hosts_per_leaf, args.rate, args.rate)
                     plan = twin.prepare(path, spec, seed=seed)
                     fifo = twin.transport_settings(plan.transport, plan.queue_ms)
