@@ -31,6 +31,7 @@ from functools import cached_property
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from core.model import FlowKey
+from core.topology_file import read_racks
 
 MAX_HOSTS = 250  # one /8 with last-octet addressing and 2-hex-digit MACs
 
@@ -118,7 +119,6 @@ class FabricSpec:
                   fabric_rate_mbps: float = 10.0) -> "FabricSpec":
         """A fabric from a topology file: ``spines`` top-tier switches (cores, or spines with two tiers);
         ``leaves`` and ``hosts_per_leaf`` (the largest rack) follow from the file."""
-        from core.topology_file import read_racks
         racks = read_racks(path).racks
         return cls(spines, len(racks), max(n for _p, _r, n in racks), host_rate_mbps, fabric_rate_mbps, "file", 0,
                    path, aggregation_per_pod)
@@ -126,7 +126,6 @@ class FabricSpec:
     @property
     def hosts(self) -> int:
         if self.topology == "file":
-            from core.topology_file import read_racks
             return read_racks(self.topology_file).hosts
         return self.leaves * self.hosts_per_leaf
 
@@ -153,7 +152,6 @@ class FabricSpec:
         if self.topology not in TOPOLOGIES:
             raise ValueError(f"--topology must be one of {', '.join(TOPOLOGIES)} (got {self.topology!r})")
         if self.topology == "file":
-            from core.topology_file import read_racks
             racks = read_racks(self.topology_file).racks
             if self.spines < 1:
                 raise ValueError(f"--spines must be >= 1 (got {self.spines})")
@@ -413,7 +411,6 @@ def _from_file(spec: FabricSpec) -> Tuple[Tuple[HostInfo, ...], Tuple[SwitchInfo
     """Hosts, switches and links of a ``file`` fabric (module docstring). Rack ports: its hosts, then its uplinks
     (aggregation switches, or spines); aggregation ports: its pod's racks, then its plane's cores; core and
     spine port i: pod i, or rack i."""
-    from core.topology_file import read_racks
     racks = read_racks(spec.topology_file)
     hosts: List[HostInfo] = []
     for leaf, (_pod, _rack, n) in enumerate(racks.racks, 1):

@@ -93,6 +93,13 @@ def scenario(gpus: int, tenants: int, placement: str, seed: int, churn: float = 
     return data
 
 
+def twin_settings(plan, seed: int, ring_model: str = "auto") -> dict:
+    """twin.simulate's keywords for a prepared plan and seed (its classes, FIFOs, hash and noise seeds)."""
+    import twin
+    return dict(class_mode=plan.class_mode, class_floor=plan.class_floor, hash_seed=seed, time_limit_s=3600.0,
+                ring_model=ring_model, **twin.transport_settings(plan.transport, plan.queue_ms), seed=seed)
+
+
 def measure_point(gpus, tenants, oversubscription, placement, seed, schedulers, rate, folder,
                   family: str = "leafspine", churn: float = 0.0) -> List[dict]:
     import twin
@@ -106,10 +113,8 @@ def measure_point(gpus, tenants, oversubscription, placement, seed, schedulers, 
     with open(path, "w", encoding="utf-8") as f:
         yaml.safe_dump(scenario(gpus, tenants, placement, seed, churn), f, sort_keys=False)
     plan = twin.prepare(path, spec, seed=seed)
-    fifo = twin.transport_settings(plan.transport, plan.queue_ms)
     # One ring model for the bound's lone runs and the scenario's (auto picks by the GPUs simulated together).
-    common = dict(class_mode=plan.class_mode, class_floor=plan.class_floor, hash_seed=seed, time_limit_s=3600.0,
-                  ring_model=twin.ring_model_for(plan.jobs), **fifo, seed=seed)
+    common = twin_settings(plan, seed, twin.ring_model_for(plan.jobs))
     solo = {}
     for job in plan.jobs:
         alone = dataclasses.replace(job, start_offset_s=0.0)
@@ -208,11 +213,8 @@ def confirm(args) -> int:
                 if (str(spines), str(seed), s, "fluid", args.churn) not in done:
                     spec = FabricSpec(spines, args.leaves, args.hosts_per_leaf, args.rate, args.rate)
                     plan = twin.prepare(path, spec, seed=seed)
-                    fifo = twin.transport_settings(plan.transport, plan.queue_ms)
                     result = twin.simulate(plan.layout, plan.jobs, scheduler, params, "calibrated",
-                                           class_mode=plan.class_mode,
-                                           class_floor=plan.class_floor, hash_seed=seed, time_limit_s=3600.0,
-                                           ring_model="auto", **fifo, seed=seed)
+                                           **twin_settings(plan, seed))
                     rows.append(dict(base, engine="fluid",
                                      u=twin.summarize(plan.jobs, result)["cluster"]["gpu_utilization"],
                                      timeouts=round(float(sum(result.timeouts.values())), 1)))
@@ -269,6 +271,16 @@ def run(args) -> int:
 
 def _mean(values: List[float]) -> Optional[float]:
     return statistics.mean(values) if values else None
+
+
+def point_mean(points: Dict[tuple, Dict[str, List[dict]]], key: tuple, scheduler: str) -> Optional[float]:
+    """A scheduler's mean utilisation over the seeds of one map point (None if it has no completed run)."""
+    return _mean([float(r["u"]) for r in points[key].get(scheduler, []) if r["u"]])
+
+
+def point_ratio(points: Dict[tuple, Dict[str, List[dict]]], key: tuple, a: str, b: str) -> Optional[float]:
+    x, y = point_mean(points, key, a), point_mean(points, key, b)
+    return x / y if x is not None and y else None
 
 
 def map_points(folder: str) -> Dict[tuple, Dict[str, List[dict]]]:
@@ -355,9 +367,8 @@ def report(folder: str, confirm_folder: Optional[str] = None, suite: Optional[st
               "docs/bounds.md) and the runs its calibrated one, so jobs that share no link (the packed points) "
               "still sit below their solo bound."]
     churned = [k for k in sorted(points) if k[5]]
-    gaps = [(k, _mean([float(r["u"]) for r in points[k].get("flux", []) if r["u"]]),
-             _mean([float(r["u"]) for r in points[k].get("crux-hop", []) if r["u"]])) for k in churned]
-    gaps = [(k, f / c) for k, f, c in gaps if f is not None and c]
+    gaps = [(k, point_ratio(points, k, "flux", "crux-hop")) for k in churned]
+    gaps = [(k, v) for k, v in gaps if v is not None]
     if gaps:
         shown = ", ".join(f"{v:.3f} ({k[0]} GPUs, {k[1]} tenants, {k[2]:g}:1)" for k, v in gaps)
         lines += ["", "Under churn Flux and Crux with a path per flow differ in one thing: when an arrival or a "
@@ -430,8 +441,7 @@ def target_lines(points: Dict[tuple, Dict[str, List[dict]]], suite: Optional[str
     of ECMP, ByteScheduler and Crux."""
     rows = []  # (where, crux, flux, best, capacity bound)
     for key in sorted(points):
-        u = {s: _mean([float(r["u"]) for r in points[key].get(s, []) if r["u"]])
-             for s in ("ecmp", "bytescheduler", "crux", "flux")}
+        u = {s: point_mean(points, key, s) for s in ("ecmp", "bytescheduler", "crux", "flux")}
         if u["crux"] is None or u["flux"] is None:
             continue
         cap = _mean([float(r["u_capacity_bound"]) for rows_ in points[key].values() for r in rows_])
@@ -481,6 +491,14 @@ def confirm_means(rows: List[dict]) -> Dict[tuple, Dict[str, List[float]]]:
     return out
 
 
+def twin_errors(rows: List[dict]) -> List[float]:
+    """|twin - emulation| of every emulation run of a confirmation table that has its twin run."""
+    twin_u = {(r["spines"], r["seed"], r["scheduler"]): float(r["u"]) for r in rows
+              if r["engine"] == "fluid" and r["u"]}
+    return [abs(twin_u[(r["spines"], r["seed"], r["scheduler"])] - float(r["u"])) for r in rows
+            if r["engine"] == "emulation" and r["u"] and (r["spines"], r["seed"], r["scheduler"]) in twin_u]
+
+
 def confirmation_table(folder: str) -> List[str]:
     rows = read_rows(os.path.join(folder, "confirm.csv"))
     if not rows:
@@ -489,9 +507,7 @@ def confirmation_table(folder: str) -> List[str]:
     schedulers = list(dict.fromkeys(r["scheduler"] for r in rows))
     emu = [r for r in rows if r["engine"] == "emulation"]
     faithful = sum(1 for r in emu if r["faithful"] == "True")
-    pairs = {(r["spines"], r["seed"], r["scheduler"]): r for r in rows if r["engine"] == "fluid"}
-    errors = [abs(float(pairs[(r["spines"], r["seed"], r["scheduler"])]["u"]) - float(r["u"])) for r in emu
-              if r["u"] and (r["spines"], r["seed"], r["scheduler"]) in pairs]
+    errors = twin_errors(rows)
     first = rows[0]
     lines = ["", "## Confirmed in the emulation", "",
              f"{first['hosts']} hosts on a leaf-spine (leaves of 4 hosts), {first['tenants']} tenants of the four "
@@ -530,14 +546,13 @@ def verdicts(points: Dict[tuple, Dict[str, List[dict]]],
     from the map's points: key (gpus, tenants, oversubscription, placement, fabric, churn) -> scheduler -> rows.
     Prediction 3 is about Flux as it was built then (a path per job): judged on ``before``, the first map."""
     def mean(key, scheduler):
-        return _mean([float(r["u"]) for r in points[key].get(scheduler, []) if r["u"]])
+        return point_mean(points, key, scheduler)
 
     def bound(key, column):
         return _mean([float(r[column]) for rows in points[key].values() for r in rows])
 
     def ratio(key, a, b):
-        x, y = mean(key, a), mean(key, b)
-        return x / y if x is not None and y else None
+        return point_ratio(points, key, a, b)
 
     def judge(keys, test, what):
         values = [(k, test(k)) for k in keys]
@@ -640,11 +655,10 @@ def path_verdicts(points: Dict[tuple, Dict[str, List[dict]]], confirm_rows: List
                   ) -> List[tuple]:
     """(verdict, what decided it) for predictions 8-14 of docs/scale-predictions-paths.md."""
     def mean(key, scheduler):
-        return _mean([float(r["u"]) for r in points[key].get(scheduler, []) if r["u"]])
+        return point_mean(points, key, scheduler)
 
     def ratio(key, a, b):
-        x, y = mean(key, a), mean(key, b)
-        return x / y if x is not None and y else None
+        return point_ratio(points, key, a, b)
 
     def name(k):
         return f"{k[0]} GPUs/{k[1]} tenants/{k[2]:g}:1/{k[3]}"
@@ -717,14 +731,7 @@ def path_verdicts(points: Dict[tuple, Dict[str, List[dict]]], confirm_rows: List
     if not parts:
         out.append(("not measured", "no emulation confirmation in the report."))
     else:
-        errors = []
-        for r in confirm_rows:
-            if r["engine"] != "emulation" or not r["u"]:
-                continue
-            twin_row = next((t for t in confirm_rows if t["engine"] == "fluid" and t["spines"] == r["spines"]
-                             and t["seed"] == r["seed"] and t["scheduler"] == r["scheduler"] and t["u"]), None)
-            if twin_row:
-                errors.append(abs(float(twin_row["u"]) - float(r["u"])))
+        errors = twin_errors(confirm_rows)
         limit = statistics.mean(errors) if errors else 0.0
         ok = all(e > 0 and t > 0 and abs(e - t) <= limit for _, e, t in parts)
         out.append(("held" if ok else "missed",

@@ -137,8 +137,9 @@ class FluxScheduler(OnlineOrder, Scheduler):
             raise ValueError(f"layer_classes must be 2..{STEAL_CLASS}")
         if not isinstance(self.params["reorder_live"], bool):
             raise ValueError(f"reorder_live must be true or false, not {self.params['reorder_live']!r}")
-        self._init_online()
         self.by_index = {j.index: j for j in self.jobs}
+        self.decided: Dict[OperationId, int] = {}              # op -> class decided at launch
+        self._init_online()
         self.duration: Dict[Tuple[int, int], float] = {}      # (job, bucket) -> last observed duration (s)
         # What an operation takes with nothing ahead of it (ring steps' synchronisation, headers, latency): the
         # shortest duration seen for operations of its size (bytes per rank, workers), else its line-rate time
@@ -146,7 +147,6 @@ class FluxScheduler(OnlineOrder, Scheduler):
         self.fastest: Dict[Tuple[int, int], float] = {}
         self.best_ratio: Optional[float] = None
         self.stealing: Dict[OperationId, float] = {}           # op -> expected end of its steal
-        self.decided: Dict[OperationId, int] = {}              # op -> class decided at launch
         self.launched_at: Dict[OperationId, float] = {}       # op -> when its first launch event arrived
         self.programs = {j.index: IterationProgram(j) for j in self.jobs}
         self.last_launch: Dict[int, Tuple[int, int, float]] = {}  # job -> (iteration, bucket, time) of its last launch
@@ -174,10 +174,9 @@ class FluxScheduler(OnlineOrder, Scheduler):
         else:
             self.base = {i: 0 for i in networked}
         if self.params["reorder_live"]:  # live operations (steals aside) take their job's new class now
-            decided = getattr(self, "decided", {})
-            for op, cls in decided.items():
+            for op, cls in self.decided.items():
                 if cls != STEAL_CLASS and op.job in self.base:
-                    decided[op] = self.band_class(self.by_index[op.job], op.bucket)
+                    self.decided[op] = self.band_class(self.by_index[op.job], op.bucket)
 
     def on_fabric_change(self, fabric: FabricView) -> None:
         super().on_fabric_change(fabric)
