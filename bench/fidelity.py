@@ -37,7 +37,7 @@ if __name__ == "__main__":  # run as a file: the project on sys.path, set up, co
     set_up(__file__, fabric=builds_fabric("bench", sys.argv[1:], "fidelity"))
 
 
-from experiment.results import RunFolder
+from experiment.results import RunFolder, code_label, code_version
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,10 +45,15 @@ RUN = [sys.executable, os.path.join(PROJECT_DIR, "testbed", "run.py")]
 SCENARIOS_DIR = os.path.join(PROJECT_DIR, "workloads", "scenarios")
 
 
+def scenario_path(scenario: str) -> str:
+    """A shipped scenario's name, or a scenario file."""
+    return scenario if os.path.isfile(scenario) else os.path.join(SCENARIOS_DIR, f"{scenario}.yaml")
+
+
 def run_one(scenario: str, transport: str, rate: float, scheduler: str, seed: int, work: str,
             extra, engine: str = "emulation") -> dict:
     out = os.path.join(work, f"{transport}-{rate:g}-{scheduler}-s{seed}")
-    cmd = RUN + ["--scheduler", scheduler, "--scenario", os.path.join(SCENARIOS_DIR, f"{scenario}.yaml"),
+    cmd = RUN + ["--scheduler", scheduler, "--scenario", scenario_path(scenario),
                  "--seed", str(seed), "--host-rate", f"{rate:g}", "--fabric-rate", f"{rate:g}",
                  "--transport", transport, "--out", out, "-q"] + list(extra)
     if engine == "fluid":
@@ -76,6 +81,7 @@ def run_one(scenario: str, transport: str, rate: float, scheduler: str, seed: in
         queueing_delay_ms={c: v.get("queueing_delay_ms_mean") for c, v in (classes.get("by_class") or {}).items()},
         min_packets_per_op=min((p["min"] for p in (f.get("packets_per_op") or {}).values()), default=None),
         ovs_cpu=f.get("ovs_vswitchd_cpu"), ovs_cpu_peak=f.get("ovs_vswitchd_cpu_peak"),
+        emulator_wait_ms=f.get("emulator_wait_ms"), emulator_wait_frames=f.get("emulator_wait_frames"),
         time_scale=((summary.config.get("scenario") or {}).get("scaling") or {}).get("time_scale"))
     if engine == "fluid":
         # The twin's timeouts are the ones its model expects, per job (there are no hosts' counters to read).
@@ -157,6 +163,16 @@ def capacity(runs, transport: str, rates, schedulers, band: float):
     return best
 
 
+def flagged(runs, transports, rates) -> dict:
+    """Per transport and rate: how many runs the verdict flagged, of how many."""
+    out = {}
+    for t in transports:
+        for rate in rates:
+            these = [r for r in runs if r["transport"] == t and r["rate_mbps"] == rate and "faithful" in r]
+            out[f"{t} {rate:g}"] = {"flagged": sum(1 for r in these if not r["faithful"]), "runs": len(these)}
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -164,7 +180,7 @@ def main(argv=None) -> int:
     p.add_argument("--rates", default="2.5,5,10,20", help="emulated link rates, Mbit/s (host and fabric)")
     p.add_argument("--seeds", default="1")
     p.add_argument("--transports", default="tcp,lossless")
-    p.add_argument("--scenario", default="headline", help="a shipped scenario")
+    p.add_argument("--scenario", default="headline", help="a shipped scenario, or a scenario file")
     p.add_argument("--band", type=float, default=0.02, help="allowed drift of the cluster utilisation")
     p.add_argument("--engine", choices=["emulation", "fluid"], default="emulation",
                    help="emulation (root) or the flow-level twin (testbed/run.py --engine fluid)")
@@ -180,8 +196,8 @@ def main(argv=None) -> int:
         return 2
     schedulers = [s for s in args.schedulers.split(",") if s]
     transports = [t for t in args.transports.split(",") if t]
-    if not os.path.isfile(os.path.join(SCENARIOS_DIR, f"{args.scenario}.yaml")):
-        sys.stderr.write(f"bench/fidelity.py: no shipped scenario {args.scenario}\n")
+    if not os.path.isfile(scenario_path(args.scenario)):
+        sys.stderr.write(f"bench/fidelity.py: no shipped scenario or scenario file {args.scenario}\n")
         return 2
     reference = None
     if args.against:
@@ -211,7 +227,8 @@ def main(argv=None) -> int:
                                          f"{record.get('drops')}, faithful {record.get('faithful')}, "
                                          f"{record['wall_s']:.0f} s\n")
     out = {"command": " ".join(sys.argv), "scenario": args.scenario, "band": args.band, "engine": args.engine,
-           "runs": runs}
+           "git_commit": code_label(code_version(PROJECT_DIR)), "runs": runs,
+           "flagged": flagged(runs, transports, rates)}
     if args.engine == "emulation":
         # The capacity is the emulator's: the twin has no CPU to run out of.
         out["capacity_mbps"] = {t: capacity(runs, t, rates, schedulers, args.band) for t in transports}

@@ -1,11 +1,13 @@
-"""Open vSwitch's send socket: find it and widen its buffer in place; how fresh its rules' counters are.
+"""Open vSwitch's packet sockets (the send socket widened in place, the receive sockets' backlog); how fresh its
+rules' counters are.
 
 The userspace datapath (no kernel module) transmits every packet of every port through a single AF_PACKET socket
 of ovs-vswitchd that is bound to no interface. A packet waiting in a port's tc tree is charged to that socket's
 send buffer until it leaves the FIFO, so the buffer bounds how many packets the whole fabric can queue; past it
 the send fails and Open vSwitch drops the packet without a counter. ``widen_send_buffer`` duplicates the socket
 into this process with ``pidfd_getfd`` (Linux 5.6+, root) and raises its buffer with ``SO_SNDBUFFORCE``; the
-socket is the same, so ovs-vswitchd sees the new size at once and keeps it until it exits.
+socket is the same, so ovs-vswitchd sees the new size at once and keeps it until it exits. Each port has its own
+receive socket; what waits there is what the datapath has not forwarded yet (``receive_backlog``).
 """
 from __future__ import annotations
 
@@ -63,6 +65,40 @@ def _unbound_packet_inodes() -> set:
     except (OSError, StopIteration):
         pass
     return inodes
+
+
+def _socket_inodes(pid: int) -> set:
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    return inodes
+
+
+def receive_backlog(pid: Optional[int] = None) -> Optional[int]:
+    """Bytes (as the kernel charges them: truesize) waiting in ovs-vswitchd's per-port receive sockets, summed over
+    its ports: packets that reached a switch and wait for the userspace datapath to forward them. None when it has
+    no such socket (the kernel datapath forwards in the kernel) or it cannot be read."""
+    pid = pid or vswitchd_pid()
+    if pid is None:
+        return None
+    try:
+        inodes = _socket_inodes(pid)
+        total, found = 0, False
+        with open("/proc/net/packet") as f:
+            next(f)
+            for line in f:
+                cols = line.split()
+                if len(cols) >= 9 and cols[4] != "0" and cols[8] in inodes:
+                    total += int(cols[6])
+                    found = True
+    except (OSError, StopIteration, ValueError):
+        return None
+    return total if found else None
 
 
 def send_socket_inode(pid: Optional[int] = None) -> Optional[str]:
