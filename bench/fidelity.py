@@ -5,6 +5,7 @@
                                           [--seeds 1,2,3] [--transports tcp,lossless] [--scenario headline]
     python bench/fidelity.py --engine fluid --rates 2.5,5,10 --seeds 1 --transports tcp \
         --against results/fidelity/bench_fidelity_tcp_3seeds_ack_class.json --md F.md
+    python bench/fidelity.py --verdict-table results/fidelity/verdict-wait-set.json
 
 The scaling (workloads/scaling.py) promises the same utilisation at any emulated rate: every byte count grows
 with the rate, so a transfer takes the same emulated time. What breaks the promise is the emulator: Open vSwitch
@@ -173,6 +174,24 @@ def flagged(runs, transports, rates) -> dict:
     return out
 
 
+def verdict_table(paths) -> str:
+    """Markdown: per run of these outputs, the rate, scheduler, seed, cluster utilisation, the emulator's wait (in
+    frames' time), ovs-vswitchd's 2-s CPU peak and the verdict."""
+    lines = ["| output | rate (Mbit/s) | scheduler | seed | cluster | wait (frames) | OVS CPU peak (2 s) | faithful |",
+             "|---|---|---|---|---|---|---|---|"]
+
+    def num(v, digits=3):
+        return "" if v is None else f"{v:.{digits}f}"
+    for path in paths:
+        with open(path) as f:
+            runs = json.load(f)["runs"]
+        for r in sorted(runs, key=lambda r: (r["rate_mbps"], r["scheduler"], r["seed"])):
+            lines.append(f"| {os.path.basename(path)} | {r['rate_mbps']:g} | {r['scheduler']} | {r['seed']} | "
+                         f"{num(r.get('cluster'))} | {num(r.get('emulator_wait_frames'), 2)} | "
+                         f"{num(r.get('ovs_cpu_peak'), 2)} | {r.get('faithful')} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -186,8 +205,17 @@ def main(argv=None) -> int:
                    help="emulation (root) or the flow-level twin (testbed/run.py --engine fluid)")
     p.add_argument("--against", metavar="JSON", help="an earlier output of this benchmark to compare with")
     p.add_argument("--md", metavar="FILE", help="with --against: write the comparison as a Markdown table")
+    p.add_argument("--verdict-table", nargs="+", metavar="JSON",
+                   help="print, from outputs of this benchmark, each run's wait, CPU peak and verdict (Markdown)")
     p.add_argument("extra", nargs="*", help="more runner flags, after --")
     args = p.parse_args(argv)
+    if args.verdict_table:
+        try:
+            sys.stdout.write(verdict_table(args.verdict_table))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            sys.stderr.write(f"bench/fidelity.py: --verdict-table: not this benchmark's JSON ({exc})\n")
+            return 2
+        return 0
     try:
         rates = [float(x) for x in args.rates.split(",") if x]
         seeds = [int(x) for x in args.seeds.split(",") if x]

@@ -41,7 +41,7 @@ def builds_fabric(command: str, argv: Sequence[str], name: Optional[str] = None)
     if command == "bounds":
         return "emulation" in args
     if command == "bench":
-        return name != "twin" and not (name == "fidelity" and asks_for_fluid(args))
+        return name != "twin" and not (name == "fidelity" and (asks_for_fluid(args) or "--verdict-table" in args))
     if command == "research":
         return (name == "crossval" and "--run-emulation" in args) or name == "tcp_timers"
     return command == "test"
