@@ -35,6 +35,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "plot": ("cli.plot", "figures and tables from a sweep folder or run folders"),
     "bounds": ("cli.bounds", "a scenario's upper bounds: each job alone, and all jobs within the links' capacity"),
     "reanalyse": ("cli.reanalyse", "rebuild the derived files of finished run folders"),
+    "report": ("cli.report", "regenerate the generated tables and pages of README.md and docs/ (--check: compare)"),
     "bench": ("bench", "bench NAME: a benchmark of the testbed itself (bench/NAME.py; 'bench --help' lists them)"),
     "research": ("research", "research NAME: an investigation behind docs/ (research/NAME.py; 'research --help')"),
     "test": ("scripts/test.py", "the test suite (scripts/test.py; as root it includes the fabric tests)"),

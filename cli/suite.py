@@ -12,7 +12,8 @@ rerunning the command skips what is done. Every scenario runs at 5 Mbit/s (the c
 for 16 hosts; ``--rate`` another, in its own folder) on the fabric its file header names (``FABRIC`` below).
 The variants are the four schedulers plus Crux with the old contiguous compression (``crux-contiguous``), Crux
 with the earlier single-job k_j (``crux-overlap``), Flux v1 (``flux-v1``), and Flux v2 with its job bands forced
-(``flux-jobs``: Crux's order plus steals, also where jobs are equally intensive).
+(``flux-jobs``: Crux's order plus steals, also where jobs are equally intensive) and ordered by contended
+capacity (``flux-contended``: ``order=contended``).
 
 The bound of a scenario (``scripts/bounds.py``: each job alone on the same hosts and time scale) is computed in
 the fluid engine with its calibrated model, whatever engine the runs use: it is cheap and needs no root, and the
@@ -423,6 +424,23 @@ def compare_plot(out: str, pairs: List[dict], other_dir: str) -> None:
     plt.close(fig)
 
 
+def read_rows(folder: str) -> List[dict]:
+    """``folder``/suite.csv as ``collect`` made it (numbers as numbers, empty cells left out)."""
+    rows = []
+    with open(os.path.join(folder, "suite.csv"), newline="", encoding="utf-8") as f:
+        for raw in csv.DictReader(f):
+            row = {}
+            for key, value in raw.items():
+                if value in ("", None):
+                    continue
+                try:
+                    row[key] = int(value) if key in ("runs", "failed", "unfaithful") else float(value)
+                except ValueError:
+                    row[key] = value
+            rows.append(row)
+    return rows
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -432,7 +450,9 @@ def main(argv=None) -> int:
                                        "(default: all)")
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS)
                    + ", or any scheduler name (package.module:ClassName included)")
-    p.add_argument("--out", required=True, help="suite folder (one sweep folder per scenario and variant)")
+    p.add_argument("--out", help="suite folder (one sweep folder per scenario and variant)")
+    p.add_argument("--table", metavar="DIR", help="print DIR's table (a line per scenario) from its suite.csv, "
+                                                  "run nothing (what docs/suite.md shows)")
     p.add_argument("--collect-only", action="store_true", help="only rebuild the tables and figure")
     p.add_argument("--compare", metavar="DIR", help="another suite folder (e.g. the other engine's): write "
                                                     "<out>/compare.md with both utilisations and rankings, "
@@ -452,6 +472,17 @@ def main(argv=None) -> int:
                         "(testbed/run.py --twin-set), e.g. to try a term on the whole suite; give it its own --out")
     p.add_argument("--dry-run", action="store_true", help="print the runner commands, run nothing")
     args = p.parse_args(argv)
+    if args.table:
+        try:
+            rows = read_rows(args.table)
+        except OSError as exc:
+            sys.stderr.write(f"suite.py: --table {args.table}: {exc.strerror}\n")
+            return 2
+        print("\n".join(wide_table(rows)))
+        return 0
+    if not args.out:
+        sys.stderr.write("suite.py: --out is required (or --table DIR)\n")
+        return 2
     known = scenario_names()
     scenarios = args.scenarios.split(",") if args.scenarios else known
     variants = args.variants.split(",")

@@ -48,7 +48,8 @@ PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ("resnet50", "vgg16", "bert_large", "gpt2_xl")
 ITERATIONS = {"resnet50": 8, "vgg16": 6, "bert_large": 5, "gpt2_xl": 2}
 #: Map variants beyond the shipped schedulers' defaults: name -> (scheduler, parameters).
-VARIANTS = {"crux-hop": ("crux", {"paths": "hop"}), "flux-reorder": ("flux", {"reorder_live": True})}
+VARIANTS = {"crux-hop": ("crux", {"paths": "hop"}), "flux-reorder": ("flux", {"reorder_live": True}),
+            "flux-contended": ("flux", {"order": "contended"})}
 #: A job's solo bound is its best alone among these: hashed paths (ECMP, ByteScheduler's order) collide even
 #: within one ring, so a lone run on placed paths (a path per hop, least-loaded first) is among them.
 SOLO = (("ecmp", {}), ("bytescheduler", {}), ("crux", {"paths": "hop"}))
@@ -152,7 +153,7 @@ def measure_point(gpus, tenants, oversubscription, placement, seed, schedulers, 
 
 
 CONFIRM_COLUMNS = ["hosts", "spines", "tenants", "seed", "scheduler", "engine", "u", "faithful", "timeouts",
-                   "ovs_cpu_mean", "git_commit", "churn"]
+                   "ovs_cpu_mean", "emulator_wait_frames", "git_commit", "churn"]
 
 
 def variant(name: str, churn: float = 0.0):
@@ -207,7 +208,8 @@ def confirm(args) -> int:
                     fid = summary.get("fidelity", {})
                     rows.append(dict(base, engine="emulation", u=summary["cluster"].get("gpu_utilization"),
                                      faithful=fid.get("faithful"), timeouts=(fid.get("tcp") or {}).get("timeouts"),
-                                     ovs_cpu_mean=fid.get("ovs_vswitchd_cpu")))
+                                     ovs_cpu_mean=fid.get("ovs_vswitchd_cpu"),
+                                     emulator_wait_frames=fid.get("emulator_wait_frames")))
                     sys.stderr.write(f"emulation {hosts} hosts, {spines} spines, seed {seed}, {s}: "
                                      f"{rows[-1]['u']} (exit {rc}, faithful {rows[-1]['faithful']})\n")
                 if (str(spines), str(seed), s, "fluid", args.churn) not in done:

@@ -41,9 +41,9 @@ from workloads.scaling import DEFAULT_MIN_PACKETS
 LOG = logging.getLogger("flux.run")
 
 # The mean time a packet waits at a switch for the userspace datapath, as a fraction of one full-size frame's time
-# on the fastest link: above half a frame the emulator, not the emulated link, sets the packets' timing. Chosen
-# before the runs that judge it: results/fidelity/verdict-wait-set.json (the rates at which a scenario keeps and
-# loses its utilisation) and results/fidelity/verdict-wait-check.json (docs/fidelity.md).
+# on the fastest link: above half a frame the emulator, not the emulated link, sets the packets' timing. Set
+# between the runs that keep and lose their utilisation (results/fidelity/verdict-wait-set.json), judged on runs it
+# was not set on (results/fidelity/verdict-wait-check-*.json); docs/fidelity.md.
 EMULATOR_WAIT_LIMIT = 0.5
 # Open vSwitch's CPU judges a run only where the wait cannot be measured (the kernel datapath): the userspace
 # datapath's main loop polls every port on every wake-up, so its CPU stays near a core across a wide range of

@@ -20,7 +20,7 @@ def test_help_lists_every_subcommand_with_one_line():
     r = tool("--help")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    for name in ("run", "sweep", "suite", "plot", "bounds", "reanalyse", "bench", "research", "test"):
+    for name in ("run", "sweep", "suite", "plot", "bounds", "reanalyse", "report", "bench", "research", "test"):
         assert sum(line.split()[:1] == [name] for line in lines) == 1, name
 
 
