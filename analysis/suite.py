@@ -36,6 +36,7 @@ VARIANTS: Dict[str, tuple] = {
     "flux-v1": ("flux-v1", []),
     "flux": ("flux", []),
     "flux-jobs": ("flux", ["param.bands=jobs"]),
+    "flux-contended": ("flux", ["param.order=contended"]),
 }
 
 

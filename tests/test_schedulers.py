@@ -848,3 +848,25 @@ def test_flux_online_moves_live_operations_to_the_new_order_only_when_asked():
     assert moved[1] == flux.band_class(light, 0) and moved[1] != moved[0]
     with pytest.raises(ValueError, match="reorder_live"):
         make_scheduler("flux", fabric, [light], {"reorder_live": "yes"})
+
+
+def test_the_contended_order_charges_a_ring_for_every_shared_uplink_it_crosses():
+    # One spine at 10 Mbit/s under 4 hosts per leaf at 5: alone, each ring's busiest link takes 16 ms per
+    # iteration (a host link, or A's uplink), so Crux ranks them equal; together they need 1.2 uplinks, and A's
+    # ring crosses it twice each way where B's crosses it once.
+    from controller.schedulers.crux import contended_intensities
+    model = make_model("m", buckets=1, bucket_bytes=6_667, forward_s=0.01, backward_s=0.01)
+    a, b = make_job(0, [1, 5, 2, 6], model), make_job(1, [3, 4, 7, 8], model)
+    fabric = make_fabric(spines=1, per_leaf=4, host_mbps=5.0, fabric_mbps=10.0)
+    crux = {j.index: job_intensity(fabric, j, paths="hop") for j in (a, b)}
+    assert crux[0].priority == pytest.approx(crux[1].priority)
+    ranked = contended_intensities(fabric, [a, b], crux)
+    assert ranked[1].priority == pytest.approx(2 * ranked[0].priority)
+    flux = make_scheduler("flux", fabric, [a, b], {"order": "contended", "bands": "jobs", "steal": False})
+    assert flux.base[1] > flux.base[0]                      # a higher class is served first
+    # Uplinks four times as fast: no link binds, and the order is Crux's.
+    roomy = make_fabric(spines=1, per_leaf=4, host_mbps=5.0, fabric_mbps=40.0)
+    alone = {j.index: job_intensity(roomy, j, paths="hop") for j in (a, b)}
+    assert contended_intensities(roomy, [a, b], alone) == alone
+    with pytest.raises(ValueError, match="order"):
+        make_scheduler("flux", fabric, [a], {"order": "lp"})

@@ -189,6 +189,49 @@ def job_intensities(fabric: FabricView, jobs: Sequence[JobSpec], overlap_scale: 
     return out
 
 
+def contended_intensities(fabric: FabricView, jobs: Sequence[JobSpec],
+                          intensities: Mapping[int, JobIntensity]) -> Dict[int, JobIntensity]:
+    """The jobs' priorities P_j measured against the links they contend for together, not each alone.
+
+    t_j above is a job's busiest link with the fabric to itself; with many jobs on oversubscribed uplinks the links
+    that limit the cluster are others, and a job's claim on them is not its own bottleneck's. The fluid relaxation
+    of the jobs together (each hop's bytes spread over its paths) is a linear program: maximise sum_j N_j u_j
+    subject to sum_j bytes_{j,e} * 8 * u_j / compute_s_j <= C_e on every link e, 0 <= u_j <= 1 (the capacity-aware
+    bound's steady form, on links). Its shadow prices lambda_e value each link's capacity, and a job's priority
+    becomes k_j * W_j / sum_e lambda_e * bytes_{j,e} * 8: GPU work per unit of contended capacity, the ratio by
+    which the program itself fills the links. Jobs on no link with a price rank above all others, in Crux's order
+    among themselves; where no link binds, the order is Crux's."""
+    from scipy.optimize import linprog
+    networked = [j for j in jobs if intensities[j.index].comm_s > 0 and j.model.compute_s > 0]
+    if not networked:
+        return dict(intensities)
+    loads = {j.index: job_link_bytes(fabric, j) for j in networked}
+    links = sorted({e for load in loads.values() for e in load})
+    rows = [[loads[j.index].get(e, 0.0) * 8.0 / (j.model.compute_s * fabric.link_rate_bps(e)) for j in networked]
+            for e in links]
+    gpus = [float(j.workers) for j in networked]
+    result = linprog([-g for g in gpus], A_ub=rows, b_ub=[1.0] * len(links), bounds=[(0.0, 1.0)] * len(networked),
+                     method="highs")
+    if not result.success:
+        return dict(intensities)
+    prices = [max(0.0, -m) for m in result.ineqlin.marginals]
+    cost = {j.index: sum(p * row[k] for p, row in zip(prices, rows)) for k, j in enumerate(networked)}
+    priced = {i: c for i, c in cost.items() if c > 1e-12}
+    if not priced:
+        return dict(intensities)
+    value = {j.index: intensities[j.index].exposed * j.workers / priced[j.index] for j in networked
+             if j.index in priced}
+    # Unpriced jobs above every priced one, in Crux's order: shift their priorities past the largest value.
+    top = max(value.values())
+    crux_top = max(intensities[i].priority for i in cost if i not in priced) if len(priced) < len(cost) else 1.0
+    out = dict(intensities)
+    for j in networked:
+        ji = intensities[j.index]
+        p = value[j.index] if j.index in priced else top * (2.0 + ji.priority / crux_top)
+        out[j.index] = JobIntensity(ji.job, ji.compute_gpu_s, ji.comm_s, ji.intensity, ji.exposed, p)
+    return out
+
+
 def select_paths(fabric: FabricView, jobs: Sequence[JobSpec], priority: Mapping[int, float],
                  mode: str = "job") -> PathMap:
     """Path of every ring hop: jobs in decreasing priority each take the least-loaded path(s)."""

@@ -35,6 +35,11 @@ packets, flows stranded in a starved class, TCP timeouts) and because waiting he
   path by itself, jobs in Crux's order; Crux puts a whole job on one path (``paths=job``). On a leaf-spine with
   more spines than jobs per uplink, a path per job leaves spines idle while each ring queues on its own; the
   scale map (docs/scale.md) found this the room above Crux, and ``crux`` with ``paths=hop`` is its ablation.
+* **Order by contended capacity** (``order=contended``; default ``crux``). Crux ranks a job by its GPU work per
+  second of its own busiest link with the fabric to itself. Where many jobs share oversubscribed uplinks, the links
+  that limit the cluster are the shared ones; ``contended`` ranks each job by its GPU work per unit of the links'
+  capacity priced by the fluid program of all jobs together (``crux.contended_intensities``). Where no link
+  binds it is Crux's order.
 * **No live class change.** A class is decided at launch and kept until the operation is done; a bucket's flows
   return to their job's class only between operations, when they carry nothing. (The first packets of a
   stealing operation leave in the job's class and are promoted a few milliseconds later, when the controller's
@@ -58,8 +63,10 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 from controller.schedulers.base import OperationState, Scheduler
 from controller.schedulers.compression import compress_kcut, count_changes
 from controller.schedulers.crux import (
+    JobIntensity,
     OnlineOrder,
     check_placed,
+    contended_intensities,
     job_intensities,
     pairs_of,
     place_paths,
@@ -74,6 +81,7 @@ from workloads.program import IterationProgram
 #: Steals share the ACK class: a steal is short (steal_max_s), so ACKs wait behind little data there.
 STEAL_CLASS = ACK_CLASS
 BANDS = ("auto", "jobs", "layers")
+ORDERS = ("crux", "contended")
 #: Jobs whose priorities differ by less than this (relative) count as equally intensive.
 EQUAL_INTENSITY = 0.05
 
@@ -106,6 +114,8 @@ class FluxScheduler(OnlineOrder, Scheduler):
         "online": False,        # True: Crux's order over the jobs running only, placed again at each arrival and
                                 # departure (new operations take it; live ones keep the class they launched in)
         "reorder_live": False,  # with online: True moves live operations to the new order too, as Crux online does
+        "order": "crux",        # crux: each job's P_j against its own bottleneck | contended: against the links
+                                # the jobs contend for together (crux.contended_intensities)
     }
 
     def __init__(self, fabric: FabricView, jobs: Sequence[JobSpec], params: Optional[Mapping] = None):
@@ -135,6 +145,8 @@ class FluxScheduler(OnlineOrder, Scheduler):
             raise ValueError(f"bands must be one of {', '.join(BANDS)}, not {self.params['bands']!r}")
         if not 2 <= int(self.params["layer_classes"]) <= STEAL_CLASS:
             raise ValueError(f"layer_classes must be 2..{STEAL_CLASS}")
+        if str(self.params["order"]) not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {self.params['order']!r}")
         if not isinstance(self.params["reorder_live"], bool):
             raise ValueError(f"reorder_live must be true or false, not {self.params['reorder_live']!r}")
         self.by_index = {j.index: j for j in self.jobs}
@@ -158,9 +170,9 @@ class FluxScheduler(OnlineOrder, Scheduler):
     def _order(self) -> None:
         """Crux's paths and job order over the active jobs, and how the classes are used (``bands``)."""
         jobs = self.active_jobs()
-        self.paths, self.contention = place_paths(self.fabric, jobs, self.intensities, self.params["paths"])
-        networked = {j.index: self.intensities[j.index].priority for j in jobs
-                     if self.intensities[j.index].comm_s > 0}
+        self.ranked = self._ranked(self.fabric, jobs)
+        self.paths, self.contention = place_paths(self.fabric, jobs, self.ranked, self.params["paths"])
+        networked = {j.index: self.ranked[j.index].priority for j in jobs if self.ranked[j.index].comm_s > 0}
         bands = str(self.params["bands"])
         if bands == "auto":
             bands = "layers" if equal_intensity(networked.values()) else "jobs"
@@ -178,9 +190,16 @@ class FluxScheduler(OnlineOrder, Scheduler):
                 if cls != STEAL_CLASS and op.job in self.base:
                     self.decided[op] = self.band_class(self.by_index[op.job], op.bucket)
 
+    def _ranked(self, fabric: FabricView, jobs: Sequence[JobSpec]) -> Dict[int, JobIntensity]:
+        """The priorities that order the jobs (``order``)."""
+        if self.params["order"] == "contended":
+            return contended_intensities(fabric, jobs, self.intensities)
+        return self.intensities
+
     def on_fabric_change(self, fabric: FabricView) -> None:
         super().on_fabric_change(fabric)
-        self.paths, self.contention = place_paths(fabric, self.active_jobs(), self.intensities, self.params["paths"])
+        self.ranked = self._ranked(fabric, self.active_jobs())
+        self.paths, self.contention = place_paths(fabric, self.active_jobs(), self.ranked, self.params["paths"])
 
     # -- what an operation costs and how much slack it has ------------------------------------------------------
     def expected_s(self, job: JobSpec, bucket: int, remaining_bytes: Optional[int] = None,
