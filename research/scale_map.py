@@ -35,7 +35,7 @@ import os
 import statistics
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 if __name__ == "__main__":  # run as a file: the project on sys.path, set up, continue in .venv
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -307,9 +307,10 @@ def _ratio(a: Optional[float], b: Optional[float]) -> str:
 
 def report(folder: str, confirm_folder: Optional[str] = None, suite: Optional[str] = None,
            suite_before: Optional[str] = None, before: Optional[str] = None,
-           confirm_churn: Optional[str] = None) -> str:
+           confirm_churn: Optional[str] = None, suite_contended: Optional[str] = None) -> str:
     """docs/scale.md's text from ``folder``/map.csv, the emulation's confirmations (``confirm_folder``/confirm.csv)
-    and a suite rerun (``suite``/suite.csv against ``suite_before``/suite.csv)."""
+    and a suite rerun (``suite``/suite.csv against ``suite_before``/suite.csv); with ``suite_contended`` (a suite
+    of ``flux-contended``) the contended order against Flux, on the map and on the suite."""
     points = map_points(folder)
     shown = ("ecmp", "bytescheduler", "crux", "crux-hop", "flux")
     command = f"python research/scale_map.py report {folder}"
@@ -321,6 +322,8 @@ def report(folder: str, confirm_folder: Optional[str] = None, suite: Optional[st
         command += f" --before {before}"
     if confirm_churn:
         command += f" --confirm-churn {confirm_churn}"
+    if suite_contended:
+        command += f" --suite-contended {suite_contended}"
     lines = [
         "# The scale map",
         "",
@@ -399,7 +402,71 @@ def report(folder: str, confirm_folder: Optional[str] = None, suite: Optional[st
         lines[lines.index("## The predictions, checked") - 1:lines.index("## The predictions, checked") - 1] = table
         lines += ["", "And [scale-predictions-churn.md](scale-predictions-churn.md):", "",
                   f"15. **{verdict[0]}.** {verdict[1]}"]
+    if any("flux-contended" in by for by in points.values()):
+        table, judged = contended_section(points, suite_contended, suite)
+        lines[lines.index("## The predictions, checked") - 1:lines.index("## The predictions, checked") - 1] = table
+        lines += ["", "And [scale-predictions-contended.md](scale-predictions-contended.md):", ""]
+        lines += [f"{n}. **{v}.** {text}" for n, (v, text) in enumerate(judged, 16)]
     return "\n".join(lines) + "\n"
+
+
+def _label(key: tuple) -> str:
+    fabric = "" if key[4] == "leafspine" else f"{key[4]}, "
+    churn = f", churn {key[5]:g}" if key[5] else ""
+    return f"{fabric}{key[0]} GPUs/{key[1]} tenants/{key[2]:g}:1/{key[3]}{churn}"
+
+
+def contended_section(points: Dict[tuple, Dict[str, List[dict]]], suite_contended: Optional[str],
+                      suite_flux: Optional[str]) -> Tuple[List[str], List[Tuple[str, str]]]:
+    """Flux ordered by contended capacity against Flux: a table of the map's points that have both, and the
+    verdicts of predictions 16-18 (docs/scale-predictions-contended.md)."""
+    keys = [k for k in sorted(points) if "flux-contended" in points[k] and "flux" in points[k]]
+    lines = ["", "## Flux ordered by contended capacity", "",
+             "`flux-contended` is Flux with `order=contended` (each job ranked by its GPU work per unit of the links' "
+             "capacity, priced by the fluid program of all jobs together; docs/schedulers.md), on the map's points "
+             "above (the same seeds and scenarios).", "",
+             "| point | Crux | Flux | flux-contended | flux-contended / Flux | flux-contended / capacity |",
+             "|---|---|---|---|---|---|"]
+    ratio = {}
+    for k in keys:
+        ratio[k] = point_ratio(points, k, "flux-contended", "flux")
+        cap = _mean([float(r["u_capacity_bound"]) for r in next(iter(points[k].values()))])
+        lines.append(f"| {_label(k)} | {_cell([float(r['u']) for r in points[k].get('crux', []) if r['u']])} | "
+                     f"{_cell([float(r['u']) for r in points[k]['flux'] if r['u']])} | "
+                     f"{_cell([float(r['u']) for r in points[k]['flux-contended'] if r['u']])} | "
+                     f"{_ratio(point_mean(points, k, 'flux-contended'), point_mean(points, k, 'flux'))} | "
+                     f"{_ratio(point_mean(points, k, 'flux-contended'), cap)} |")
+    judged = []
+    crowded = [k for k in keys if k[4] == "leafspine" and not k[5] and k[3] == "random" and k[2] == 4 and k[1] >= 16]
+    if crowded:
+        ups = sum(1 for k in crowded if ratio[k] is not None and ratio[k] >= 1.03)
+        downs = sum(1 for k in crowded if ratio[k] is not None and ratio[k] < 0.99)
+        judged.append(("held" if ups >= 3 and not downs else "missed",
+                       "flux-contended / Flux at 4:1, random, 16 tenants or more (1.03 or more at three, below 0.99 "
+                       "at none): " + ", ".join(f"{_label(k)} {ratio[k]:.3f}" for k in crowded)))
+    else:
+        judged.append(("not measured", "no 4:1 point with 16 tenants or more has both variants"))
+    calm = [k for k in keys if k[4] == "leafspine" and not k[5] and k[2] <= 2]
+    if calm:
+        inside = all(ratio[k] is not None and 0.98 <= ratio[k] <= 1.02 for k in calm)
+        judged.append(("held" if inside else "missed", "flux-contended / Flux at 1:1 and 2:1 within 0.98-1.02: "
+                       + ", ".join(f"{_label(k)} {ratio[k]:.3f}" for k in calm)))
+    else:
+        judged.append(("not measured", "no 1:1 or 2:1 point has both variants"))
+    if suite_contended and suite_flux:
+        flux = {r["scenario"]: float(r["u_mean"]) for r in read_rows(os.path.join(suite_flux, "suite.csv"))
+                if r["variant"] == "flux" and r["u_mean"]}
+        mine = {r["scenario"]: float(r["u_mean"]) for r in read_rows(os.path.join(suite_contended, "suite.csv"))
+                if r["variant"] == "flux-contended" and r["u_mean"]}
+        pairs = {name: mine[name] / flux[name] for name in sorted(mine) if flux.get(name)}
+        lines += ["", f"On the fluid suite (`{suite_contended}/suite.csv` against `{suite_flux}/suite.csv`), "
+                  "flux-contended / Flux: " + ", ".join(f"{name} {v:.3f}" for name, v in pairs.items()) + "."]
+        judged.append(("held" if pairs and all(0.99 <= v <= 1.01 for v in pairs.values()) else "missed",
+                       "flux-contended / Flux on every suite scenario within 0.99-1.01: "
+                       + ", ".join(f"{name} {v:.3f}" for name, v in pairs.items())))
+    else:
+        judged.append(("not measured", "no suite of flux-contended"))
+    return lines, judged
 
 
 def churn_confirmation(folder: str):
@@ -788,6 +855,8 @@ def main(argv=None) -> int:
     g.add_argument("--before", default=None, metavar="DIR", help="the first map (its solo bounds, DIR/map.csv)")
     g.add_argument("--suite-before", default="results/suite/fluid", metavar="DIR",
                    help="the suite it is compared with (default: %(default)s)")
+    g.add_argument("--suite-contended", default=None, metavar="DIR",
+                   help="a fluid suite of flux-contended (DIR/suite.csv), against --suite's flux")
     args = p.parse_args(argv)
     if args.command in ("run", "confirm"):
         try:
@@ -796,7 +865,7 @@ def main(argv=None) -> int:
             sys.stderr.write(f"scale_map.py: {exc}\n")
             return 2
     text = report(args.folder, args.confirm, args.suite, args.suite_before if args.suite else None, args.before,
-                  args.confirm_churn)
+                  args.confirm_churn, args.suite_contended)
     print(text, end="")
     if args.md:
         with open(args.md, "w", encoding="utf-8") as f:

@@ -124,3 +124,29 @@ def test_the_churn_confirmation_is_judged_on_the_emulations_runs(tmp_path):
     text = scale_map.report(str(tmp_path), confirm_churn=str(churn))
     assert "15. **held.** 4 spines: Flux moving live operations 0.830, keeping them 0.834, Crux online 0.800" in text
     assert "0 of 3 emulation runs were judged faithful" in text
+
+
+def test_the_contended_order_is_judged_on_crowded_and_calm_points_and_the_suite(tmp_path):
+    def point(tenants, over, flux, contended):
+        return [dict(fabric="leafspine", gpus=256, tenants=tenants, oversubscription=over, placement="random",
+                     seed=1, scheduler=s, u=u, timeouts=0, u_solo_bound=0.8, u_capacity_bound=0.7,
+                     capacity_method="steady", sim_s=1, wall_s=1, git_commit="x")
+                for s, u in (("crux", 0.5), ("flux", flux), ("flux-contended", contended))]
+    rows = point(16, 4.0, 0.5, 0.53) + point(32, 4.0, 0.5, 0.52) + point(8, 1.0, 0.6, 0.6)
+    (tmp_path / "map").mkdir()
+    _write(tmp_path / "map" / "map.csv", scale_map.COLUMNS, rows)
+    suite_columns = ["scenario", "variant", "u_mean"]
+    (tmp_path / "flux").mkdir()
+    (tmp_path / "contended").mkdir()
+    _write(tmp_path / "flux" / "suite.csv", suite_columns, [dict(scenario="pair", variant="flux", u_mean=0.8)])
+    _write(tmp_path / "contended" / "suite.csv", suite_columns,
+           [dict(scenario="pair", variant="flux-contended", u_mean=0.8)])
+    text = scale_map.report(str(tmp_path / "map"), suite=str(tmp_path / "flux"), suite_before=str(tmp_path / "flux"),
+                            suite_contended=str(tmp_path / "contended"))
+    assert "## Flux ordered by contended capacity" in text
+    assert "| 256 GPUs/16 tenants/4:1/random | 0.500 [0.500, 0.500] | 0.500 [0.500, 0.500] | 0.530" in text
+    # Two crowded points, both above 1.03: fewer than the three the prediction asks for.
+    assert "16. **missed.** flux-contended / Flux at 4:1" in text and "256 GPUs/16 tenants/4:1/random 1.060" in text
+    assert "17. **held.** flux-contended / Flux at 1:1 and 2:1 within 0.98-1.02: 256 GPUs/8 tenants/1:1/random 1.000" \
+        in text
+    assert "18. **held.** flux-contended / Flux on every suite scenario within 0.99-1.01: pair 1.000" in text
