@@ -175,13 +175,14 @@ def flagged(runs, transports, rates) -> dict:
 
 
 def verdict_table(paths) -> str:
-    """Markdown: per run of these outputs, the rate, scheduler, seed, cluster utilisation, the emulator's wait (in
-    frames' time), ovs-vswitchd's 2-s CPU peak and the verdict."""
+    """Markdown: per output and rate, the runs the verdict flagged; then per run the rate, scheduler, seed, cluster
+    utilisation, the emulator's wait (in frames' time), ovs-vswitchd's 2-s CPU peak and the verdict."""
     lines = ["| output | rate (Mbit/s) | scheduler | seed | cluster | wait (frames) | OVS CPU peak (2 s) | faithful |",
              "|---|---|---|---|---|---|---|---|"]
 
     def num(v, digits=3):
         return "" if v is None else f"{v:.{digits}f}"
+    summary = ["| output | rate (Mbit/s) | runs flagged |", "|---|---|---|"]
     for path in paths:
         with open(path) as f:
             runs = json.load(f)["runs"]
@@ -189,7 +190,11 @@ def verdict_table(paths) -> str:
             lines.append(f"| {os.path.basename(path)} | {r['rate_mbps']:g} | {r['scheduler']} | {r['seed']} | "
                          f"{num(r.get('cluster'))} | {num(r.get('emulator_wait_frames'), 2)} | "
                          f"{num(r.get('ovs_cpu_peak'), 2)} | {r.get('faithful')} |")
-    return "\n".join(lines) + "\n"
+        for rate in sorted({r["rate_mbps"] for r in runs}):
+            these = [r for r in runs if r["rate_mbps"] == rate and "faithful" in r]
+            summary.append(f"| {os.path.basename(path)} | {rate:g} | "
+                           f"{sum(1 for r in these if not r['faithful'])} of {len(these)} |")
+    return "\n".join(summary + [""] + lines) + "\n"
 
 
 def main(argv=None) -> int:

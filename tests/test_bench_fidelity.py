@@ -50,3 +50,17 @@ def test_bad_input_is_refused_in_one_line(tmp_path, bad):
                        cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert r.stdout == "" and not (tmp_path / "x.md").exists()
+
+
+def test_the_verdict_table_counts_the_flagged_runs_per_rate(tmp_path):
+    runs = [dict(reference_run(seed, 0.8, {}, 0), emulator_wait_frames=0.1 * seed, ovs_cpu_peak=0.95)
+            for seed in (1, 2, 3)]
+    (tmp_path / "out.json").write_text(json.dumps({"runs": runs}))
+    r = subprocess.run(BENCH + ["--verdict-table", str(tmp_path / "out.json")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "| out.json | 5 | 1 of 3 |" in r.stdout              # seed 2 is the unfaithful one
+    assert "| out.json | 5 | crux | 2 | 0.800 | 0.20 | 0.95 | False |" in r.stdout
+    bad = subprocess.run(BENCH + ["--verdict-table", str(tmp_path / "none.json")], capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
