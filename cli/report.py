@@ -41,7 +41,8 @@ PARTS: Tuple[Part, ...] = (
     Part("suite-twin", "docs/suite.md", ("cli/suite.py", "--table", "results/suite/fluid")),
     Part("suite-emulation", "docs/suite.md", ("cli/suite.py", "--table", "results/suite/emulation")),
     Part("fidelity-verdict", "docs/fidelity.md", (
-        "bench/fidelity.py", "--verdict-table", "results/fidelity/verdict-wait-set.json")),
+        "bench/fidelity.py", "--verdict-table", "results/fidelity/verdict-wait-set.json",
+        "results/fidelity/verdict-wait-check-headline.json", "results/fidelity/verdict-wait-check-same-model.json")),
 )
 
 
