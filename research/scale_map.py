@@ -230,6 +230,32 @@ def confirm(args) -> int:
     return 0
 
 
+def orders(args) -> int:
+    """Print a point's job order (highest first, by model) under Crux's priorities and under ``order=contended``,
+    and how many jobs the fluid program leaves unpriced (no binding link on their rings: they rank first)."""
+    import tempfile
+    import twin
+    from controller.schedulers.crux import contended_costs, contended_intensities, job_intensities
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "scenario.yaml")
+        with open(path, "w", encoding="utf-8") as f:
+            yaml.safe_dump(scenario(args.gpus, args.tenants, args.placement, args.seed), f, sort_keys=False)
+        spec = fabric(args.gpus, args.oversubscription, args.rate, args.fabric)
+        plan = twin.prepare(path, spec, seed=args.seed)
+    view = plan.layout.view()
+    crux = job_intensities(view, plan.jobs, paths="hop", correction="pairwise")
+    contended = contended_intensities(view, plan.jobs, crux)
+    model = {j.index: j.model.name for j in plan.jobs}
+    first = sorted(crux, key=lambda i: -crux[i].priority)
+    second = sorted(contended, key=lambda i: -contended[i].priority)
+    costs = contended_costs(view, [j for j in plan.jobs if crux[j.index].comm_s > 0])
+    unpriced = sum(1 for c in costs.values() if c <= 1e-12)
+    print("crux:      " + " ".join(model[i] for i in first))
+    print("contended: " + " ".join(model[i] for i in second))
+    print(f"jobs the program leaves unpriced (ranked first): {unpriced} of {len(second)}")
+    return 0
+
+
 def read_rows(path: str) -> List[dict]:
     if not os.path.exists(path):
         return []
@@ -424,7 +450,11 @@ def contended_section(points: Dict[tuple, Dict[str, List[dict]]], suite_contende
     lines = ["", "## Flux ordered by contended capacity", "",
              "`flux-contended` is Flux with `order=contended` (each job ranked by its GPU work per unit of the links' "
              "capacity, priced by the fluid program of all jobs together; docs/schedulers.md), on the map's points "
-             "above (the same seeds and scenarios).", "",
+             "above (the same seeds and scenarios). Where it falls below Flux, the program's prices are the cause "
+             "to look at: at its optimum many links keep slack and cost nothing, so a job whose ring crosses only "
+             "those rises above every priced job, though in the runs those links are shared too (`python "
+             "research/scale_map.py orders --gpus 256 --tenants 32 --oversubscription 2` prints both orders of "
+             "one point and how many jobs go unpriced).", "",
              "| point | Crux | Flux | flux-contended | flux-contended / Flux | flux-contended / capacity |",
              "|---|---|---|---|---|---|"]
     ratio = {}
@@ -833,6 +863,14 @@ def main(argv=None) -> int:
                    help="comma-separated: shipped schedulers (their defaults) and " + ", ".join(VARIANTS))
     r.add_argument("--rate", type=float, default=5.0, help="host and fabric link rate, Mbit/s (default 5)")
     r.add_argument("--out", required=True)
+    o = sub.add_parser("orders", help="one point's job order under Crux and under order=contended (prints them)")
+    o.add_argument("--fabric", choices=list(FABRICS), default="leafspine")
+    o.add_argument("--gpus", type=int, default=256)
+    o.add_argument("--tenants", type=int, default=32)
+    o.add_argument("--oversubscription", type=float, default=2.0)
+    o.add_argument("--placement", choices=["random", "spread", "packed"], default="random")
+    o.add_argument("--seed", type=int, default=1)
+    o.add_argument("--rate", type=float, default=5.0)
     c = sub.add_parser("confirm", help="emulation confirmations (root): OUT/confirm.csv")
     c.add_argument("--leaves", type=int, default=4)
     c.add_argument("--hosts-per-leaf", type=int, default=4)
@@ -858,6 +896,8 @@ def main(argv=None) -> int:
     g.add_argument("--suite-contended", default=None, metavar="DIR",
                    help="a fluid suite of flux-contended (DIR/suite.csv), against --suite's flux")
     args = p.parse_args(argv)
+    if args.command == "orders":
+        return orders(args)
     if args.command in ("run", "confirm"):
         try:
             return run(args) if args.command == "run" else confirm(args)

@@ -150,3 +150,11 @@ def test_the_contended_order_is_judged_on_crowded_and_calm_points_and_the_suite(
     assert "17. **held.** flux-contended / Flux at 1:1 and 2:1 within 0.98-1.02: 256 GPUs/8 tenants/1:1/random 1.000" \
         in text
     assert "18. **held.** flux-contended / Flux on every suite scenario within 0.99-1.01: pair 1.000" in text
+
+
+def test_orders_prints_both_job_orders_of_a_point(capsys):
+    assert scale_map.main(["orders", "--gpus", "64", "--tenants", "8", "--oversubscription", "4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    crux, contended = lines[0].split()[1:], lines[1].split()[1:]
+    assert len(crux) == len(contended) == 8 and sorted(crux) == sorted(contended)
+    assert lines[2].startswith("jobs the program leaves unpriced (ranked first): ") and lines[2].endswith(" of 8")

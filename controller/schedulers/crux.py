@@ -189,6 +189,27 @@ def job_intensities(fabric: FabricView, jobs: Sequence[JobSpec], overlap_scale: 
     return out
 
 
+def contended_costs(fabric: FabricView, jobs: Sequence[JobSpec]) -> Dict[int, float]:
+    """Per job, sum_e lambda_e * (its share of link e at u_j = 1): the priced capacity it uses, from the shadow
+    prices lambda_e of the fluid program of ``contended_intensities`` (0 for a job on no priced link; empty when
+    the program has no solution or there is no job)."""
+    from scipy.optimize import linprog
+    if not jobs:
+        return {}
+    loads = {j.index: job_link_bytes(fabric, j) for j in jobs}
+    links = sorted({e for load in loads.values() for e in load})
+    if not links:
+        return {j.index: 0.0 for j in jobs}
+    rows = [[loads[j.index].get(e, 0.0) * 8.0 / (j.model.compute_s * fabric.link_rate_bps(e)) for j in jobs]
+            for e in links]
+    result = linprog([-float(j.workers) for j in jobs], A_ub=rows, b_ub=[1.0] * len(links),
+                     bounds=[(0.0, 1.0)] * len(jobs), method="highs")
+    if not result.success:
+        return {}
+    prices = [max(0.0, -m) for m in result.ineqlin.marginals]
+    return {j.index: sum(p * row[k] for p, row in zip(prices, rows)) for k, j in enumerate(jobs)}
+
+
 def contended_intensities(fabric: FabricView, jobs: Sequence[JobSpec],
                           intensities: Mapping[int, JobIntensity]) -> Dict[int, JobIntensity]:
     """The jobs' priorities P_j measured against the links they contend for together, not each alone.
@@ -201,21 +222,8 @@ def contended_intensities(fabric: FabricView, jobs: Sequence[JobSpec],
     becomes k_j * W_j / sum_e lambda_e * bytes_{j,e} * 8: GPU work per unit of contended capacity, the ratio by
     which the program itself fills the links. Jobs on no link with a price rank above all others, in Crux's order
     among themselves; where no link binds, the order is Crux's."""
-    from scipy.optimize import linprog
     networked = [j for j in jobs if intensities[j.index].comm_s > 0 and j.model.compute_s > 0]
-    if not networked:
-        return dict(intensities)
-    loads = {j.index: job_link_bytes(fabric, j) for j in networked}
-    links = sorted({e for load in loads.values() for e in load})
-    rows = [[loads[j.index].get(e, 0.0) * 8.0 / (j.model.compute_s * fabric.link_rate_bps(e)) for j in networked]
-            for e in links]
-    gpus = [float(j.workers) for j in networked]
-    result = linprog([-g for g in gpus], A_ub=rows, b_ub=[1.0] * len(links), bounds=[(0.0, 1.0)] * len(networked),
-                     method="highs")
-    if not result.success:
-        return dict(intensities)
-    prices = [max(0.0, -m) for m in result.ineqlin.marginals]
-    cost = {j.index: sum(p * row[k] for p, row in zip(prices, rows)) for k, j in enumerate(networked)}
+    cost = contended_costs(fabric, networked)
     priced = {i: c for i, c in cost.items() if c > 1e-12}
     if not priced:
         return dict(intensities)
