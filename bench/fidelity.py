@@ -164,14 +164,15 @@ def capacity(runs, transport: str, rates, schedulers, band: float):
     return best
 
 
-def flagged(runs, transports, rates) -> dict:
-    """Per transport and rate: how many runs the verdict flagged, of how many."""
+def flagged(runs) -> dict:
+    """(transport, rate) -> how many runs the verdict flagged, of how many (runs without a verdict left out)."""
     out = {}
-    for t in transports:
-        for rate in rates:
-            these = [r for r in runs if r["transport"] == t and r["rate_mbps"] == rate and "faithful" in r]
-            out[f"{t} {rate:g}"] = {"flagged": sum(1 for r in these if not r["faithful"]), "runs": len(these)}
-    return out
+    for r in runs:
+        if "faithful" in r:
+            count = out.setdefault((r["transport"], r["rate_mbps"]), {"flagged": 0, "runs": 0})
+            count["flagged"] += not r["faithful"]
+            count["runs"] += 1
+    return dict(sorted(out.items()))
 
 
 def verdict_table(paths) -> str:
@@ -190,10 +191,8 @@ def verdict_table(paths) -> str:
             lines.append(f"| {os.path.basename(path)} | {r['rate_mbps']:g} | {r['scheduler']} | {r['seed']} | "
                          f"{num(r.get('cluster'))} | {num(r.get('emulator_wait_frames'), 2)} | "
                          f"{num(r.get('ovs_cpu_peak'), 2)} | {r.get('faithful')} |")
-        for rate in sorted({r["rate_mbps"] for r in runs}):
-            these = [r for r in runs if r["rate_mbps"] == rate and "faithful" in r]
-            summary.append(f"| {os.path.basename(path)} | {rate:g} | "
-                           f"{sum(1 for r in these if not r['faithful'])} of {len(these)} |")
+        for (_transport, rate), count in flagged(runs).items():
+            summary.append(f"| {os.path.basename(path)} | {rate:g} | {count['flagged']} of {count['runs']} |")
     return "\n".join(summary + [""] + lines) + "\n"
 
 
@@ -261,7 +260,7 @@ def main(argv=None) -> int:
                                          f"{record['wall_s']:.0f} s\n")
     out = {"command": " ".join(sys.argv), "scenario": args.scenario, "band": args.band, "engine": args.engine,
            "git_commit": code_label(code_version(PROJECT_DIR)), "runs": runs,
-           "flagged": flagged(runs, transports, rates)}
+           "flagged": {f"{t} {rate:g}": count for (t, rate), count in flagged(runs).items()}}
     if args.engine == "emulation":
         # The capacity is the emulator's: the twin has no CPU to run out of.
         out["capacity_mbps"] = {t: capacity(runs, t, rates, schedulers, args.band) for t in transports}

@@ -66,9 +66,8 @@ def page_markers(text: str) -> Dict[str, str]:
 def replace_block(text: str, name: str, content: str) -> str:
     if content and not content.endswith("\n"):
         content += "\n"
-    pattern = re.compile(r"(<!-- report:%s -->\n).*?(<!-- /report:%s -->)" % (re.escape(name), re.escape(name)),
-                         re.S)
-    return pattern.sub(lambda m: m.group(1) + content + m.group(2), text, count=1)
+    return MARKER.sub(lambda m: m.group(0) if m.group(1) != name else
+                      f"<!-- report:{name} -->\n{content}<!-- /report:{name} -->", text)
 
 
 def unregistered_markers(parts: Sequence[Part], root: str) -> List[str]:

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import logging
 import os
-import statistics
 import random
+import statistics
 import subprocess
 import threading
 import time
@@ -138,8 +138,8 @@ class FidelityMonitor:
 
     def _sample_backlog(self) -> None:
         """The receive sockets' backlog about ten times a second at random instants, on its own thread: sampled at
-        the workload loop's ticks it was correlated with the loop's own work, and on a lightly loaded run read
-        some 30 times the wait that uncorrelated samples gave (docs/fidelity.md)."""
+        the workload loop's ticks it was correlated with the loop's own work and read far more wait than there was
+        on a lightly loaded run (docs/fidelity.md)."""
         rng = random.Random()
         while not self._stop.wait(rng.uniform(0.5, 1.5) * BACKLOG_SAMPLE_S):
             waiting = receive_backlog()

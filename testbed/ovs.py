@@ -15,7 +15,7 @@ import ctypes
 import os
 import socket
 import subprocess
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 PID_FILE = "/var/run/openvswitch/ovs-vswitchd.pid"
 FRAME_BYTES = 1514              # a full-size Ethernet frame, as a FIFO's backlog counts it
@@ -52,31 +52,30 @@ def vswitchd_pid() -> Optional[int]:
         return None
 
 
-def _unbound_packet_inodes() -> set:
-    """Inodes of the AF_PACKET sockets bound to no interface (/proc/net/packet, column Iface = 0)."""
-    inodes = set()
-    try:
-        with open("/proc/net/packet") as f:
-            next(f)
-            for line in f:
-                cols = line.split()
-                if len(cols) >= 9 and cols[4] == "0":
-                    inodes.add(cols[8])
-    except (OSError, StopIteration):
-        pass
-    return inodes
+def _packet_sockets() -> Dict[str, Tuple[str, int]]:
+    """Every AF_PACKET socket of this network namespace (/proc/net/packet): inode -> (the interface index it is
+    bound to, "0" for none; the bytes waiting in its receive queue)."""
+    out = {}
+    with open("/proc/net/packet") as f:
+        next(f)
+        for line in f:
+            cols = line.split()
+            if len(cols) >= 9:
+                out[cols[8]] = (cols[4], int(cols[6]))
+    return out
 
 
-def _socket_inodes(pid: int) -> set:
-    inodes = set()
+def _socket_fds(pid: int) -> Dict[str, str]:
+    """inode -> file descriptor of every socket the process holds."""
+    out = {}
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
             target = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
         if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    return inodes
+            out[target[8:-1]] = fd
+    return out
 
 
 def receive_backlog(pid: Optional[int] = None) -> Optional[int]:
@@ -87,37 +86,25 @@ def receive_backlog(pid: Optional[int] = None) -> Optional[int]:
     if pid is None:
         return None
     try:
-        inodes = _socket_inodes(pid)
-        total, found = 0, False
-        with open("/proc/net/packet") as f:
-            next(f)
-            for line in f:
-                cols = line.split()
-                if len(cols) >= 9 and cols[4] != "0" and cols[8] in inodes:
-                    total += int(cols[6])
-                    found = True
+        mine = _socket_fds(pid)
+        waiting = [rmem for inode, (iface, rmem) in _packet_sockets().items() if iface != "0" and inode in mine]
     except (OSError, StopIteration, ValueError):
         return None
-    return total if found else None
+    return sum(waiting) if waiting else None
 
 
 def send_socket_inode(pid: Optional[int] = None) -> Optional[str]:
-    """(fd, inode) of ovs-vswitchd's send socket as ``"fd:inode"``, or None while it has not sent a packet yet."""
+    """(fd, inode) of ovs-vswitchd's send socket (its AF_PACKET socket bound to no interface) as ``"fd:inode"``,
+    or None while it has not sent a packet yet."""
     pid = pid or vswitchd_pid()
     if pid is None:
         return None
-    unbound = _unbound_packet_inodes()
     try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:[") and target[8:-1] in unbound:
-                return f"{fd}:{target[8:-1]}"
-    except OSError:
+        mine = _socket_fds(pid)
+        unbound = [inode for inode, (iface, _rmem) in _packet_sockets().items() if iface == "0" and inode in mine]
+    except (OSError, StopIteration, ValueError):
         return None
-    return None
+    return f"{mine[unbound[0]]}:{unbound[0]}" if unbound else None
 
 
 def widen_send_buffer(need_bytes: int) -> Dict[str, object]:
