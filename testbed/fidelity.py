@@ -4,7 +4,7 @@ Measured during the workload by ``FidelityMonitor`` (ticked by the workload loop
 ``tc -s qdisc show`` of every interface and one read of ovs-vswitchd's CPU time):
 
 * the emulator's own wait: the bytes waiting in Open vSwitch's per-port receive sockets (testbed/ovs.py), sampled
-  on a thread of its own about ten times a second, whose mean divided by the fabric's forwarding rate is, by
+  on a thread of its own every 20 ms on average, whose mean divided by the fabric's forwarding rate is, by
   Little's law, the mean time a packet waits at a switch for the userspace datapath before it reaches the port's
   classes;
 * Open vSwitch's CPU: the mean over the workload and the peak over any ``CPU_WINDOW_S`` window;
@@ -36,7 +36,7 @@ from core.fabric import FABRIC_NAME
 from core.model import JobSpec
 from core.ring import packets_per_hop
 from core.stats import percentile
-from testbed.ovs import FRAME_BYTES, PACKET_TRUESIZE, receive_backlog
+from testbed.ovs import FRAME_BYTES, PACKET_TRUESIZE, receive_backlog, socket_inodes
 from testbed.qos import parse_qdisc_stats
 from experiment.results import RunFolder
 from workloads.scaling import DEFAULT_MIN_PACKETS
@@ -48,7 +48,11 @@ LOG = logging.getLogger("flux.run")
 # between the runs that keep and lose their utilisation (results/fidelity/verdict-wait-set.json), judged on runs it
 # was not set on (results/fidelity/verdict-wait-check-*.json); docs/fidelity.md.
 EMULATOR_WAIT_LIMIT = 0.5
-BACKLOG_SAMPLE_S = 0.1         # mean gap between samples of the receive sockets' backlog (randomised)
+# Mean gap between samples of the receive sockets' backlog (randomised). On a lightly loaded run a handful of
+# samples catch a burst and the rest read nothing, so the mean's error is that of a few counts: 50 samples a second
+# keep it well below the limit on the smoke runs (``emulator_wait_frames_se``), at a few tens of microseconds each.
+BACKLOG_SAMPLE_S = 0.02
+SOCKETS_REFRESH_S = 1.0        # how often the sampler reads again which sockets are ovs-vswitchd's
 # Open vSwitch's CPU judges a run only where the wait cannot be measured (the kernel datapath): the userspace
 # datapath's main loop polls every port on every wake-up, so its CPU stays near a core across a wide range of
 # packet rates and says little about whether packets were delayed (docs/fidelity.md).
@@ -137,12 +141,15 @@ class FidelityMonitor:
         self.tick()
 
     def _sample_backlog(self) -> None:
-        """The receive sockets' backlog about ten times a second at random instants, on its own thread: sampled at
-        the workload loop's ticks it was correlated with the loop's own work and read far more wait than there was
-        on a lightly loaded run (docs/fidelity.md)."""
+        """The receive sockets' backlog every ``BACKLOG_SAMPLE_S`` on average, at random instants, on its own
+        thread: sampled at the workload loop's ticks it was correlated with the loop's own work and read far more
+        wait than there was on a lightly loaded run (docs/fidelity.md)."""
         rng = random.Random()
+        inodes, read_at = set(), 0.0
         while not self._stop.wait(rng.uniform(0.5, 1.5) * BACKLOG_SAMPLE_S):
-            waiting = receive_backlog()
+            if time.monotonic() - read_at > SOCKETS_REFRESH_S:
+                inodes, read_at = socket_inodes(), time.monotonic()
+            waiting = receive_backlog(inodes=inodes)
             if waiting is not None:
                 self.receive_backlog.append(waiting)
 
@@ -181,8 +188,18 @@ class FidelityMonitor:
         """Mean time a packet waited for the datapath at a switch (Little's law: the mean backlog of the receive
         sockets over the rate at which the switches forwarded, both in the kernel's truesize charge); None when
         the backlog could not be read or nothing was forwarded."""
-        sent = sum(v[0] - self.qdisc0.get(k, (0, 0, 0))[0] for k, v in self.qdisc1.items())
-        return emulator_wait(self.receive_backlog, sent, self.t1 - self.t0)
+        return emulator_wait(self.receive_backlog, self._bytes_forwarded(), self.t1 - self.t0)
+
+    def emulator_wait_se_s(self) -> Optional[float]:
+        """The standard error of ``emulator_wait_s`` from the spread of the samples (taken at random instants
+        far apart compared with a burst, so nearly independent)."""
+        if len(self.receive_backlog) < 2:
+            return None
+        spread = statistics.stdev(self.receive_backlog) / len(self.receive_backlog) ** 0.5
+        return emulator_wait([spread], self._bytes_forwarded(), self.t1 - self.t0)
+
+    def _bytes_forwarded(self) -> int:
+        return sum(v[0] - self.qdisc0.get(k, (0, 0, 0))[0] for k, v in self.qdisc1.items())
 
     def classes(self) -> dict:
         """Per class (over all switch ports) and per port-class: drops, bytes, mean queueing delay."""
@@ -295,8 +312,11 @@ def verdict(folder: RunFolder, tb, monitor: Optional[FidelityMonitor], job_specs
         rates = [rate for _name, _dpid, _port, rate in tb.layout.egress_ports()] if wait is not None else []
         # Judged against the fastest link, where one frame's time is shortest.
         frame_s = frame_time_s(max(rates)) if rates else None
+        wait_se = monitor.emulator_wait_se_s() if wait is not None else None
         result["emulator_wait_ms"] = None if wait is None else 1e3 * wait
         result["emulator_wait_frames"] = wait / frame_s if frame_s else None
+        result["emulator_wait_frames_se"] = wait_se / frame_s if frame_s and wait_se is not None else None
+        result["emulator_wait_samples"] = len(monitor.receive_backlog)
         cpu_high = None
         if cpu["mean"] is not None and cpu["mean"] > OVS_CPU_LIMIT:
             cpu_high = f"ovs-vswitchd used {cpu['mean']:.0%} of a core"
@@ -306,9 +326,12 @@ def verdict(folder: RunFolder, tb, monitor: Optional[FidelityMonitor], job_specs
             if cpu_high:
                 warnings.append(cpu_high + ": the emulator was saturated, rates and timings may be distorted")
         elif result["emulator_wait_frames"] > EMULATOR_WAIT_LIMIT:
+            error = result["emulator_wait_frames_se"]
             warnings.append(f"packets waited {result['emulator_wait_ms']:.2f} ms on average at a switch for Open "
-                            f"vSwitch to forward them, {result['emulator_wait_frames']:.2f} of a frame's time on "
-                            f"the fastest link (limit {EMULATOR_WAIT_LIMIT:g}): the emulator was saturated")
+                            f"vSwitch to forward them, {result['emulator_wait_frames']:.2f}"
+                            + ("" if error is None else f" (standard error {error:.2f})")
+                            + f" of a frame's time on the fastest link (limit {EMULATOR_WAIT_LIMIT:g}): the "
+                            "emulator was saturated")
         elif cpu_high:
             notes.append(cpu_high + f", but packets waited only {result['emulator_wait_ms']:.2f} ms for it at a "
                          f"switch ({result['emulator_wait_frames']:.2f} of a frame's time)")

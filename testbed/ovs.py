@@ -15,7 +15,7 @@ import ctypes
 import os
 import socket
 import subprocess
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Set, Tuple
 
 PID_FILE = "/var/run/openvswitch/ovs-vswitchd.pid"
 FRAME_BYTES = 1514              # a full-size Ethernet frame, as a FIFO's backlog counts it
@@ -78,19 +78,30 @@ def _socket_fds(pid: int) -> Dict[str, str]:
     return out
 
 
-def receive_backlog(pid: Optional[int] = None) -> Optional[int]:
+def receive_backlog(pid: Optional[int] = None, inodes: Optional[Set[str]] = None) -> Optional[int]:
     """Bytes (as the kernel charges them: truesize) waiting in ovs-vswitchd's per-port receive sockets, summed over
     its ports: packets that reached a switch and wait for the userspace datapath to forward them. None when it has
-    no such socket (the kernel datapath forwards in the kernel) or it cannot be read."""
-    pid = pid or vswitchd_pid()
-    if pid is None:
-        return None
+    no such socket (the kernel datapath forwards in the kernel) or it cannot be read. ``inodes`` (from
+    ``socket_inodes``) spares a frequent caller the walk of the process's file descriptors."""
+    if inodes is None:
+        pid = pid or vswitchd_pid()
+        if pid is None:
+            return None
+        inodes = socket_inodes(pid)
     try:
-        mine = _socket_fds(pid)
-        waiting = [rmem for inode, (iface, rmem) in _packet_sockets().items() if iface != "0" and inode in mine]
+        waiting = [rmem for inode, (iface, rmem) in _packet_sockets().items() if iface != "0" and inode in inodes]
     except (OSError, StopIteration, ValueError):
         return None
     return sum(waiting) if waiting else None
+
+
+def socket_inodes(pid: Optional[int] = None) -> Set[str]:
+    """The inodes of every socket ovs-vswitchd holds (empty when it cannot be read)."""
+    pid = pid or vswitchd_pid()
+    try:
+        return set(_socket_fds(pid)) if pid is not None else set()
+    except OSError:
+        return set()
 
 
 def send_socket_inode(pid: Optional[int] = None) -> Optional[str]:

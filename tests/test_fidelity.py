@@ -1,6 +1,8 @@
 """The fidelity measurements' pure parts (testbed/fidelity.py, testbed/qos.py), without root: parsing tc's
 statistics, the OVS CPU peak, the emulator's wait and what the verdict makes of it, the timeout share and packets
 per operation."""
+import statistics
+
 import pytest
 
 from core.model import Bucket, JobSpec, ModelProfile
@@ -83,6 +85,17 @@ def _monitor(wait_frames: float, cpu_per_tick: float) -> FidelityMonitor:
     monitor.cpu = [(0.5 * i, 0.5 * i * cpu_per_tick) for i in range(21)]
     monitor.tcp0 = monitor.tcp1 = {}
     return monitor
+
+
+def test_the_wait_s_standard_error_comes_from_the_samples_spread():
+    monitor = _monitor(0.0, 0.5)
+    monitor.receive_backlog = [0, 2 * PACKET_TRUESIZE] * 10       # one full-size packet waiting on average
+    rate = 1000 * PACKET_TRUESIZE                                   # bytes (truesize) forwarded per second
+    assert monitor.emulator_wait_s() == pytest.approx(PACKET_TRUESIZE / rate)
+    spread = statistics.stdev(monitor.receive_backlog) / 20 ** 0.5
+    assert monitor.emulator_wait_se_s() == pytest.approx(spread / rate)
+    monitor.receive_backlog = [PACKET_TRUESIZE]
+    assert monitor.emulator_wait_se_s() is None
 
 
 def test_the_verdict_judges_the_wait_and_keeps_a_busy_switch_as_a_note(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 
 from core.fabric import FABRIC_NAME
 from testbed import state
+from testbed.fidelity import EMULATOR_WAIT_LIMIT
 
 pytestmark = pytest.mark.root
 
@@ -72,6 +73,11 @@ def test_every_scheduler_runs_the_default_scenario(tmp_path, scheduler, topology
         assert job["check_failures"] == 0
         assert job["gpu_utilization_reconstructed"] is not None
     assert 0.0 < summary["cluster"]["gpu_utilization"] <= 1.0
+    # The emulator's wait was read from Open vSwitch's own sockets, often enough that its error is well inside the
+    # limit.
+    fidelity = summary["fidelity"]
+    assert fidelity["faithful"] and fidelity["emulator_wait_samples"] >= 100, fidelity
+    assert fidelity["emulator_wait_frames_se"] < 0.4 * EMULATOR_WAIT_LIMIT, fidelity
     # The reconstruction from counters alone is within its own error bound of the workers' truth: a boundary is
     # off by at most a polling interval or the age of the switch's counters (Open vSwitch's revalidators, recorded
     # in the summary), plus the poll's timestamp jitter (allowed: another interval under load), and the mean
