@@ -37,6 +37,8 @@ VARIANTS: Dict[str, tuple] = {
     "flux": ("flux", []),
     "flux-jobs": ("flux", ["param.bands=jobs"]),
     "flux-contended": ("flux", ["param.order=contended"]),
+    "flux-in-place": ("flux", ["param.order=contended-in-place"]),
+    "flux-shared": ("flux", ["param.order=shared-in-place"]),
 }
 
 

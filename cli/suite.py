@@ -13,7 +13,8 @@ for 16 hosts; ``--rate`` another, in its own folder) on the fabric its file head
 The variants are the four schedulers plus Crux with the old contiguous compression (``crux-contiguous``), Crux
 with the earlier single-job k_j (``crux-overlap``), Flux v1 (``flux-v1``), and Flux v2 with its job bands forced
 (``flux-jobs``: Crux's order plus steals, also where jobs are equally intensive) and ordered by contended
-capacity (``flux-contended``: ``order=contended``).
+capacity (``flux-contended``: ``order=contended``; ``flux-in-place`` and ``flux-shared``: its priced jobs
+reordered among Crux's places, priced on every link or on the fabric's only).
 
 The bound of a scenario (``scripts/bounds.py``: each job alone on the same hosts and time scale) is computed in
 the fluid engine with its calibrated model, whatever engine the runs use: it is cheap and needs no root, and the

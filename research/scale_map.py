@@ -49,7 +49,9 @@ MODELS = ("resnet50", "vgg16", "bert_large", "gpt2_xl")
 ITERATIONS = {"resnet50": 8, "vgg16": 6, "bert_large": 5, "gpt2_xl": 2}
 #: Map variants beyond the shipped schedulers' defaults: name -> (scheduler, parameters).
 VARIANTS = {"crux-hop": ("crux", {"paths": "hop"}), "flux-reorder": ("flux", {"reorder_live": True}),
-            "flux-contended": ("flux", {"order": "contended"})}
+            "flux-contended": ("flux", {"order": "contended"}),
+            "flux-in-place": ("flux", {"order": "contended-in-place"}),
+            "flux-shared": ("flux", {"order": "shared-in-place"})}
 #: A job's solo bound is its best alone among these: hashed paths (ECMP, ByteScheduler's order) collide even
 #: within one ring, so a lone run on placed paths (a path per hop, least-loaded first) is among them.
 SOLO = (("ecmp", {}), ("bytescheduler", {}), ("crux", {"paths": "hop"}))
@@ -231,11 +233,12 @@ def confirm(args) -> int:
 
 
 def orders(args) -> int:
-    """Print a point's job order (highest first, by model) under Crux's priorities and under ``order=contended``,
-    and how many jobs the fluid program leaves unpriced (no binding link on their rings: they rank first)."""
+    """Print a point's job order (highest first, by model) under Crux's priorities, ``order=contended`` and
+    ``order=contended-in-place``, and how many jobs the fluid program leaves unpriced (no binding link on their
+    rings: the contended order ranks them first, the in-place one leaves them where Crux has them)."""
     import tempfile
     import twin
-    from controller.schedulers.crux import contended_costs, contended_intensities, job_intensities
+    from controller.schedulers.crux import contended_costs, contended_in_place, contended_intensities, job_intensities
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "scenario.yaml")
         with open(path, "w", encoding="utf-8") as f:
@@ -245,14 +248,19 @@ def orders(args) -> int:
     view = plan.layout.view()
     crux = job_intensities(view, plan.jobs, paths="hop", correction="pairwise")
     contended = contended_intensities(view, plan.jobs, crux)
+    in_place = contended_in_place(view, plan.jobs, crux)
     model = {j.index: j.model.name for j in plan.jobs}
-    first = sorted(crux, key=lambda i: -crux[i].priority)
-    second = sorted(contended, key=lambda i: -contended[i].priority)
+    first = sorted(crux, key=lambda i: (-crux[i].priority, i))
+    second = sorted(contended, key=lambda i: (-contended[i].priority, i))
+    third = sorted(in_place, key=lambda i: (-in_place[i].priority, i))
     costs = contended_costs(view, [j for j in plan.jobs if crux[j.index].comm_s > 0])
     unpriced = sum(1 for c in costs.values() if c <= 1e-12)
     print("crux:      " + " ".join(model[i] for i in first))
     print("contended: " + " ".join(model[i] for i in second))
-    print(f"jobs the program leaves unpriced (ranked first): {unpriced} of {len(second)}")
+    print("in place:  " + " ".join(model[i] for i in third))
+    moved = [sum(a != b for a, b in zip(first, other)) for other in (second, third)]
+    print(f"jobs the program leaves unpriced: {unpriced} of {len(second)}; jobs whose place differs from Crux's: "
+          f"contended {moved[0]}, in place {moved[1]}")
     return 0
 
 
@@ -863,7 +871,8 @@ def main(argv=None) -> int:
                    help="comma-separated: shipped schedulers (their defaults) and " + ", ".join(VARIANTS))
     r.add_argument("--rate", type=float, default=5.0, help="host and fabric link rate, Mbit/s (default 5)")
     r.add_argument("--out", required=True)
-    o = sub.add_parser("orders", help="one point's job order under Crux and under order=contended (prints them)")
+    o = sub.add_parser("orders", help="one point's job order under Crux, order=contended and "
+                       "order=contended-in-place (prints them)")
     o.add_argument("--fabric", choices=list(FABRICS), default="leafspine")
     o.add_argument("--gpus", type=int, default=256)
     o.add_argument("--tenants", type=int, default=32)

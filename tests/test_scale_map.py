@@ -152,9 +152,10 @@ def test_the_contended_order_is_judged_on_crowded_and_calm_points_and_the_suite(
     assert "18. **held.** flux-contended / Flux on every suite scenario within 0.99-1.01: pair 1.000" in text
 
 
-def test_orders_prints_both_job_orders_of_a_point(capsys):
+def test_orders_prints_the_three_job_orders_of_a_point(capsys):
     assert scale_map.main(["orders", "--gpus", "64", "--tenants", "8", "--oversubscription", "4"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    crux, contended = lines[0].split()[1:], lines[1].split()[1:]
-    assert len(crux) == len(contended) == 8 and sorted(crux) == sorted(contended)
-    assert lines[2].startswith("jobs the program leaves unpriced (ranked first): ") and lines[2].endswith(" of 8")
+    crux, contended, in_place = lines[0].split()[1:], lines[1].split()[2:], lines[2].split()[2:]
+    assert len(crux) == len(contended) == len(in_place) == 8
+    assert sorted(crux) == sorted(contended) == sorted(in_place)
+    assert lines[3].startswith("jobs the program leaves unpriced: ") and "in place " in lines[3]

@@ -870,3 +870,58 @@ def test_the_contended_order_charges_a_ring_for_every_shared_uplink_it_crosses()
     assert contended_intensities(roomy, [a, b], alone) == alone
     with pytest.raises(ValueError, match="order"):
         make_scheduler("flux", fabric, [a], {"order": "lp"})
+
+
+def test_the_in_place_order_reorders_only_the_priced_jobs_among_their_places():
+    # The two rings above on a third leaf's fabric, and C on that leaf alone: its ring crosses no uplink and its
+    # host links keep slack (19.2 ms of every 20), so the program leaves it unpriced. Crux ranks C last (more bytes
+    # on the same links); the contended order lifts it above both, in place it stays last while B, priced lower,
+    # moves above A.
+    from controller.schedulers.crux import contended_in_place, contended_intensities
+    model = make_model("m", buckets=1, bucket_bytes=6_667, forward_s=0.01, backward_s=0.01)
+    heavier = make_model("h", buckets=1, bucket_bytes=8_000, forward_s=0.01, backward_s=0.01)
+    a, b = make_job(0, [1, 5, 2, 6], model), make_job(1, [3, 4, 7, 8], model)
+    c = make_job(2, [9, 10, 11, 12], heavier)
+    fabric = make_fabric(spines=1, leaves=3, per_leaf=4, host_mbps=5.0, fabric_mbps=10.0)
+    crux = {j.index: job_intensity(fabric, j, paths="hop") for j in (a, b, c)}
+
+    def order(priorities):
+        return sorted(priorities, key=lambda i: (-priorities[i].priority, i))
+
+    assert order(crux) == [0, 1, 2]
+    assert order(contended_intensities(fabric, [a, b, c], crux)) == [2, 1, 0]
+    in_place = contended_in_place(fabric, [a, b, c], crux)
+    assert order(in_place) == [1, 0, 2]
+    for i in (0, 1, 2):  # each place keeps Crux's magnitude
+        assert in_place[i].priority == pytest.approx(crux[i].priority, rel=1e-5)
+    flux = make_scheduler("flux", fabric, [a, b, c], {"order": "contended-in-place", "bands": "jobs",
+                                                      "steal": False})
+    assert flux.base[1] > flux.base[0]   # C shares no link with them: the compression may put it anywhere
+    roomy = make_fabric(spines=1, leaves=3, per_leaf=4, host_mbps=5.0, fabric_mbps=40.0)
+    alone = {j.index: job_intensity(roomy, j, paths="hop") for j in (a, b, c)}
+    assert contended_in_place(roomy, [a, b, c], alone) == alone
+
+
+def test_pricing_on_shared_links_only_leaves_a_job_bound_by_its_own_host_links_in_crux_s_place():
+    # A and B share the one uplink as above (8 hosts per leaf now); D's ring of 8 stays on the third leaf and sends
+    # more than its host links carry in a compute time (24 ms of every 20). Crux ranks D first (8 GPUs over 24 ms
+    # against 4 over 16). The program prices D's host links, and priced on every link D falls to last; priced on
+    # the fabric's links only, D is unpriced and keeps Crux's place, and B still rises above A.
+    from controller.schedulers.crux import contended_costs, contended_in_place
+    model = make_model("m", buckets=1, bucket_bytes=6_667, forward_s=0.01, backward_s=0.01)
+    bound = make_model("b", buckets=1, bucket_bytes=8_571, forward_s=0.01, backward_s=0.01)
+    a, b = make_job(0, [1, 9, 2, 10], model), make_job(1, [3, 4, 11, 12], model)
+    d = make_job(2, list(range(17, 25)), bound)
+    fabric = make_fabric(spines=1, leaves=3, per_leaf=8, host_mbps=5.0, fabric_mbps=10.0)
+    crux = {j.index: job_intensity(fabric, j, paths="hop") for j in (a, b, d)}
+    every, shared = contended_costs(fabric, [a, b, d]), contended_costs(fabric, [a, b, d], shared_only=True)
+    assert every[2] > 0 and shared[2] == 0 and shared[0] == pytest.approx(every[0])
+
+    def order(priorities):
+        return sorted(priorities, key=lambda i: (-priorities[i].priority, i))
+
+    assert order(crux) == [2, 0, 1]
+    assert order(contended_in_place(fabric, [a, b, d], crux)) == [1, 0, 2]
+    assert order(contended_in_place(fabric, [a, b, d], crux, shared_only=True)) == [2, 1, 0]
+    flux = make_scheduler("flux", fabric, [a, b, d], {"order": "shared-in-place", "bands": "jobs", "steal": False})
+    assert flux.base[1] > flux.base[0]

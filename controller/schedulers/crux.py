@@ -189,10 +189,12 @@ def job_intensities(fabric: FabricView, jobs: Sequence[JobSpec], overlap_scale: 
     return out
 
 
-def contended_costs(fabric: FabricView, jobs: Sequence[JobSpec]) -> Dict[int, float]:
+def contended_costs(fabric: FabricView, jobs: Sequence[JobSpec], shared_only: bool = False) -> Dict[int, float]:
     """Per job, sum_e lambda_e * (its share of link e at u_j = 1): the priced capacity it uses, from the shadow
     prices lambda_e of the fluid program of ``contended_intensities`` (0 for a job on no priced link; empty when
-    the program has no solution or there is no job)."""
+    the program has no solution or there is no job). ``shared_only``: the sum over the fabric's links only; a
+    host link carries one job, and its price says that job is limited by its own link, which Crux's intensity
+    already counts."""
     from scipy.optimize import linprog
     if not jobs:
         return {}
@@ -207,6 +209,8 @@ def contended_costs(fabric: FabricView, jobs: Sequence[JobSpec]) -> Dict[int, fl
     if not result.success:
         return {}
     prices = [max(0.0, -m) for m in result.ineqlin.marginals]
+    if shared_only:
+        prices = [0.0 if fabric.is_host_link(e) else p for e, p in zip(links, prices)]
     return {j.index: sum(p * row[k] for p, row in zip(prices, rows)) for k, j in enumerate(jobs)}
 
 
@@ -237,6 +241,35 @@ def contended_intensities(fabric: FabricView, jobs: Sequence[JobSpec],
         ji = intensities[j.index]
         p = value[j.index] if j.index in priced else top * (2.0 + ji.priority / crux_top)
         out[j.index] = JobIntensity(ji.job, ji.compute_gpu_s, ji.comm_s, ji.intensity, ji.exposed, p)
+    return out
+
+
+def contended_in_place(fabric: FabricView, jobs: Sequence[JobSpec], intensities: Mapping[int, JobIntensity],
+                       shared_only: bool = False) -> Dict[int, JobIntensity]:
+    """Crux's order with the priced jobs reordered among their own places in it.
+
+    ``contended_intensities`` lifts every job the fluid program leaves unpriced above all priced ones; at 2:1 that
+    moved whole rings whose links are shared in the runs above the jobs that pay for them (docs/scale.md). Here
+    every unpriced job keeps its place in Crux's order, and the priced jobs fill the places Crux gave them, best
+    value first (GPU work per unit of priced capacity, as ``contended_intensities`` values them). A job's priority
+    keeps its place's magnitude, so what compares magnitudes (Flux's equal-intensity test, the class compression)
+    sees Crux's; a factor of at most 1 + 1e-6 makes the new order strict where Crux's had ties. ``shared_only``:
+    jobs priced on the fabric's links only (``contended_costs``)."""
+    networked = [j for j in jobs if intensities[j.index].comm_s > 0 and j.model.compute_s > 0]
+    cost = contended_costs(fabric, networked, shared_only)
+    priced = {i for i, c in cost.items() if c > 1e-12}
+    if not priced:
+        return dict(intensities)
+    crux_order = sorted(networked, key=lambda j: (-intensities[j.index].priority, j.index))
+    by_value = iter(sorted((j for j in networked if j.index in priced),
+                           key=lambda j: (-intensities[j.index].exposed * j.workers / cost[j.index], j.index)))
+    order = [next(by_value) if j.index in priced else j for j in crux_order]
+    out = dict(intensities)
+    n = len(order)
+    for place, (slot, job) in enumerate(zip(crux_order, order)):
+        ji = intensities[job.index]
+        p = intensities[slot.index].priority * (1.0 + 1e-6 * (n - place) / n)
+        out[job.index] = JobIntensity(ji.job, ji.compute_gpu_s, ji.comm_s, ji.intensity, ji.exposed, p)
     return out
 
 

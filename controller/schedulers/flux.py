@@ -39,7 +39,9 @@ packets, flows stranded in a starved class, TCP timeouts) and because waiting he
   second of its own busiest link with the fabric to itself. Where many jobs share oversubscribed uplinks, the links
   that limit the cluster are the shared ones; ``contended`` ranks each job by its GPU work per unit of the links'
   capacity priced by the fluid program of all jobs together (``crux.contended_intensities``). Where no link
-  binds it is Crux's order.
+  binds it is Crux's order. ``contended-in-place`` keeps every job the program leaves unpriced in Crux's place
+  and reorders only the priced ones among their own places; ``shared-in-place`` also prices a job on the fabric's
+  links only, not on its own host links (``crux.contended_in_place``).
 * **No live class change.** A class is decided at launch and kept until the operation is done; a bucket's flows
   return to their job's class only between operations, when they carry nothing. (The first packets of a
   stealing operation leave in the job's class and are promoted a few milliseconds later, when the controller's
@@ -66,6 +68,7 @@ from controller.schedulers.crux import (
     JobIntensity,
     OnlineOrder,
     check_placed,
+    contended_in_place,
     contended_intensities,
     job_intensities,
     pairs_of,
@@ -81,7 +84,7 @@ from workloads.program import IterationProgram
 #: Steals share the ACK class: a steal is short (steal_max_s), so ACKs wait behind little data there.
 STEAL_CLASS = ACK_CLASS
 BANDS = ("auto", "jobs", "layers")
-ORDERS = ("crux", "contended")
+ORDERS = ("crux", "contended", "contended-in-place", "shared-in-place")
 #: Jobs whose priorities differ by less than this (relative) count as equally intensive.
 EQUAL_INTENSITY = 0.05
 
@@ -115,7 +118,10 @@ class FluxScheduler(OnlineOrder, Scheduler):
                                 # departure (new operations take it; live ones keep the class they launched in)
         "reorder_live": False,  # with online: True moves live operations to the new order too, as Crux online does
         "order": "crux",        # crux: each job's P_j against its own bottleneck | contended: against the links
-                                # the jobs contend for together (crux.contended_intensities)
+                                # the jobs contend for together (crux.contended_intensities) | contended-in-place:
+                                # Crux's order, its priced jobs reordered so among their places
+                                # (crux.contended_in_place) | shared-in-place: the same, priced on the fabric's
+                                # links only
     }
 
     def __init__(self, fabric: FabricView, jobs: Sequence[JobSpec], params: Optional[Mapping] = None):
@@ -194,6 +200,9 @@ class FluxScheduler(OnlineOrder, Scheduler):
         """The priorities that order the jobs (``order``)."""
         if self.params["order"] == "contended":
             return contended_intensities(fabric, jobs, self.intensities)
+        if self.params["order"] in ("contended-in-place", "shared-in-place"):
+            return contended_in_place(fabric, jobs, self.intensities,
+                                      shared_only=self.params["order"] == "shared-in-place")
         return self.intensities
 
     def on_fabric_change(self, fabric: FabricView) -> None:
