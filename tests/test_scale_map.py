@@ -155,7 +155,7 @@ def test_the_contended_order_is_judged_on_crowded_and_calm_points_and_the_suite(
 def test_orders_prints_the_three_job_orders_of_a_point(capsys):
     assert scale_map.main(["orders", "--gpus", "64", "--tenants", "8", "--oversubscription", "4"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    crux, contended, in_place = lines[0].split()[1:], lines[1].split()[2:], lines[2].split()[2:]
+    crux, contended, in_place = lines[0].split()[1:], lines[1].split()[1:], lines[2].split()[2:]
     assert len(crux) == len(contended) == len(in_place) == 8
     assert sorted(crux) == sorted(contended) == sorted(in_place)
     assert lines[3].startswith("jobs the program leaves unpriced: ") and "in place " in lines[3]
