@@ -341,10 +341,12 @@ def _ratio(a: Optional[float], b: Optional[float]) -> str:
 
 def report(folder: str, confirm_folder: Optional[str] = None, suite: Optional[str] = None,
            suite_before: Optional[str] = None, before: Optional[str] = None,
-           confirm_churn: Optional[str] = None, suite_contended: Optional[str] = None) -> str:
+           confirm_churn: Optional[str] = None, suite_contended: Optional[str] = None,
+           suite_in_place: Optional[str] = None) -> str:
     """docs/scale.md's text from ``folder``/map.csv, the emulation's confirmations (``confirm_folder``/confirm.csv)
     and a suite rerun (``suite``/suite.csv against ``suite_before``/suite.csv); with ``suite_contended`` (a suite
-    of ``flux-contended``) the contended order against Flux, on the map and on the suite."""
+    of ``flux-contended``) the contended order against Flux, on the map and on the suite; with
+    ``suite_in_place`` likewise for the order kept in Crux's places."""
     points = map_points(folder)
     shown = ("ecmp", "bytescheduler", "crux", "crux-hop", "flux")
     command = f"python research/scale_map.py report {folder}"
@@ -358,6 +360,8 @@ def report(folder: str, confirm_folder: Optional[str] = None, suite: Optional[st
         command += f" --confirm-churn {confirm_churn}"
     if suite_contended:
         command += f" --suite-contended {suite_contended}"
+    if suite_in_place:
+        command += f" --suite-in-place {suite_in_place}"
     lines = [
         "# The scale map",
         "",
@@ -441,6 +445,11 @@ def report(folder: str, confirm_folder: Optional[str] = None, suite: Optional[st
         lines[lines.index("## The predictions, checked") - 1:lines.index("## The predictions, checked") - 1] = table
         lines += ["", "And [scale-predictions-contended.md](scale-predictions-contended.md):", ""]
         lines += [f"{n}. **{v}.** {text}" for n, (v, text) in enumerate(judged, 16)]
+    if any(all(v in by for v in IN_PLACE) for by in points.values()):
+        table, judged = in_place_section(points, suite_in_place, suite)
+        lines[lines.index("## The predictions, checked") - 1:lines.index("## The predictions, checked") - 1] = table
+        lines += ["", "And [scale-predictions-in-place.md](scale-predictions-in-place.md):", ""]
+        lines += [f"{n}. **{v}.** {text}" for n, (v, text) in enumerate(judged, 19)]
     return "\n".join(lines) + "\n"
 
 
@@ -492,11 +501,7 @@ def contended_section(points: Dict[tuple, Dict[str, List[dict]]], suite_contende
     else:
         judged.append(("not measured", "no 1:1 or 2:1 point has both variants"))
     if suite_contended and suite_flux:
-        flux = {r["scenario"]: float(r["u_mean"]) for r in read_rows(os.path.join(suite_flux, "suite.csv"))
-                if r["variant"] == "flux" and r["u_mean"]}
-        mine = {r["scenario"]: float(r["u_mean"]) for r in read_rows(os.path.join(suite_contended, "suite.csv"))
-                if r["variant"] == "flux-contended" and r["u_mean"]}
-        pairs = {name: mine[name] / flux[name] for name in sorted(mine) if flux.get(name)}
+        pairs = suite_ratios(suite_contended, suite_flux, "flux-contended")
         lines += ["", f"On the fluid suite (`{suite_contended}/suite.csv` against `{suite_flux}/suite.csv`), "
                   "flux-contended / Flux: " + ", ".join(f"{name} {v:.3f}" for name, v in pairs.items()) + "."]
         judged.append(("held" if pairs and all(0.99 <= v <= 1.01 for v in pairs.values()) else "missed",
@@ -504,6 +509,86 @@ def contended_section(points: Dict[tuple, Dict[str, List[dict]]], suite_contende
                        + ", ".join(f"{name} {v:.3f}" for name, v in pairs.items())))
     else:
         judged.append(("not measured", "no suite of flux-contended"))
+    return lines, judged
+
+
+def suite_ratios(suite_variant: str, suite_flux: str, variant: str) -> Dict[str, float]:
+    """Per scenario of a fluid suite: ``variant``'s mean utilisation (``suite_variant``/suite.csv) over Flux's
+    (``suite_flux``/suite.csv)."""
+    flux = {r["scenario"]: float(r["u_mean"]) for r in read_rows(os.path.join(suite_flux, "suite.csv"))
+            if r["variant"] == "flux" and r["u_mean"]}
+    mine = {r["scenario"]: float(r["u_mean"]) for r in read_rows(os.path.join(suite_variant, "suite.csv"))
+            if r["variant"] == variant and r["u_mean"]}
+    return {name: mine[name] / flux[name] for name in sorted(mine) if flux.get(name)}
+
+
+IN_PLACE = ("flux-in-place", "flux-shared")
+
+
+def in_place_section(points: Dict[tuple, Dict[str, List[dict]]], suite_in_place: Optional[str],
+                     suite_flux: Optional[str]) -> Tuple[List[str], List[Tuple[str, str]]]:
+    """The contended order kept in Crux's places (``flux-in-place``, ``flux-shared``) against Flux and
+    ``flux-contended``: a table of the map's points that have them, and the verdicts of predictions 19-22
+    (docs/scale-predictions-in-place.md)."""
+    keys = [k for k in sorted(points) if all(v in points[k] for v in IN_PLACE + ("flux",))]
+    lines = ["", "## The contended order kept in Crux's places", "",
+             "`flux-in-place` keeps every job the fluid program leaves unpriced in Crux's place and reorders the "
+             "priced jobs among their own places; `flux-shared` also prices a job on the fabric's links only, not "
+             "on its own host links (`order=contended-in-place` and `shared-in-place`, docs/schedulers.md). Each "
+             "column is the variant's utilisation over Flux's, means over the same seeds and scenarios.", "",
+             "| point | Flux | flux-contended / Flux | flux-in-place / Flux | flux-shared / Flux "
+             "| flux-shared / capacity |", "|---|---|---|---|---|---|"]
+    ratio: Dict[str, Dict[tuple, Optional[float]]] = {v: {} for v in ("flux-contended",) + IN_PLACE}
+    for k in keys:
+        for v in ratio:
+            ratio[v][k] = point_ratio(points, k, v, "flux") if v in points[k] else None
+        cap = _mean([float(r["u_capacity_bound"]) for r in next(iter(points[k].values()))])
+        lines.append(f"| {_label(k)} | {_cell([float(r['u']) for r in points[k]['flux'] if r['u']])} | "
+                     + " | ".join("" if ratio[v][k] is None else f"{ratio[v][k]:.3f}" for v in ratio)
+                     + f" | {_ratio(point_mean(points, k, 'flux-shared'), cap)} |")
+
+    def listing(selected, variants):
+        def one(k):
+            return ", ".join(f"{v} {ratio[v][k]:.3f}" for v in variants if ratio[v][k] is not None)
+        return "; ".join(f"{_label(k)} {one(k)}" for k in selected)
+
+    plain = [k for k in keys if k[4] == "leafspine" and not k[5] and k[3] == "random"]
+    judged = []
+    crowded = [k for k in plain if k[2] == 4]
+    if crowded and all(ratio["flux-contended"][k] is not None for k in crowded):
+        held = all(abs(ratio[v][k] - ratio["flux-contended"][k]) <= 0.01 for k in crowded for v in IN_PLACE)
+        judged.append(("held" if held else "missed", "each variant / Flux within 0.01 of flux-contended / Flux "
+                       "at 4:1: " + listing(crowded, ("flux-contended",) + IN_PLACE)))
+    else:
+        judged.append(("not measured", "no 4:1 point has all three variants"))
+    few = [k for k in plain if k[0] == 256 and k[2] == 2]
+    if few:
+        held = all(0.99 <= ratio[v][k] <= 1.01 for k in few for v in IN_PLACE)
+        judged.append(("held" if held else "missed", "both variants / Flux within 0.99-1.01 at 256 GPUs, 2:1: "
+                       + listing(few, ("flux-contended",) + IN_PLACE)))
+    else:
+        judged.append(("not measured", "no 256-GPU 2:1 point has both variants"))
+    many = [k for k in plain if k[0] >= 1024 and k[2] == 2]
+    if many:
+        below = sum(1 for k in many if ratio["flux-in-place"][k] < 0.99)
+        above = sum(1 for k in many if ratio["flux-shared"][k] >= ratio["flux-in-place"][k] + 0.01)
+        judged.append(("held" if below >= 2 and above >= 2 else "missed",
+                       f"flux-in-place below 0.99 x Flux at {below} of {len(many)} (two or more), flux-shared 0.01 "
+                       f"or more above flux-in-place at {above} of {len(many)} (two or more): "
+                       + listing(many, IN_PLACE)))
+    else:
+        judged.append(("not measured", "no 2:1 point of 1,024 GPUs or more has both variants"))
+    if suite_in_place and suite_flux:
+        pairs = {v: suite_ratios(suite_in_place, suite_flux, v) for v in IN_PLACE}
+        for v in IN_PLACE:
+            lines += ["", f"On the fluid suite (`{suite_in_place}/suite.csv` against `{suite_flux}/suite.csv`), "
+                      f"{v} / Flux: " + ", ".join(f"{name} {x:.3f}" for name, x in pairs[v].items()) + "."]
+        held = all(pairs[v] and all(0.99 <= x <= 1.01 for x in pairs[v].values()) for v in IN_PLACE)
+        judged.append(("held" if held else "missed", "both variants / Flux on every suite scenario within "
+                       "0.99-1.01: " + "; ".join(v + " " + ", ".join(f"{n} {x:.3f}" for n, x in pairs[v].items())
+                                                 for v in IN_PLACE)))
+    else:
+        judged.append(("not measured", "no suite of the two variants"))
     return lines, judged
 
 
@@ -904,6 +989,8 @@ def main(argv=None) -> int:
                    help="the suite it is compared with (default: %(default)s)")
     g.add_argument("--suite-contended", default=None, metavar="DIR",
                    help="a fluid suite of flux-contended (DIR/suite.csv), against --suite's flux")
+    g.add_argument("--suite-in-place", default=None, metavar="DIR",
+                   help="a fluid suite of flux-in-place and flux-shared (DIR/suite.csv), against --suite's flux")
     args = p.parse_args(argv)
     if args.command == "orders":
         return orders(args)
@@ -914,7 +1001,7 @@ def main(argv=None) -> int:
             sys.stderr.write(f"scale_map.py: {exc}\n")
             return 2
     text = report(args.folder, args.confirm, args.suite, args.suite_before if args.suite else None, args.before,
-                  args.confirm_churn, args.suite_contended)
+                  args.confirm_churn, args.suite_contended, args.suite_in_place)
     print(text, end="")
     if args.md:
         with open(args.md, "w", encoding="utf-8") as f:

@@ -152,6 +152,35 @@ def test_the_contended_order_is_judged_on_crowded_and_calm_points_and_the_suite(
     assert "18. **held.** flux-contended / Flux on every suite scenario within 0.99-1.01: pair 1.000" in text
 
 
+def test_the_in_place_orders_are_judged_against_flux_and_the_contended_order(tmp_path):
+    def point(gpus, tenants, over, flux, contended, in_place, shared):
+        return [dict(fabric="leafspine", gpus=gpus, tenants=tenants, oversubscription=over, placement="random",
+                     seed=1, scheduler=s, u=u, timeouts=0, u_solo_bound=0.8, u_capacity_bound=0.7,
+                     capacity_method="steady", sim_s=1, wall_s=1, git_commit="x")
+                for s, u in (("ecmp", 0.4), ("crux", 0.5), ("flux", flux), ("flux-contended", contended),
+                             ("flux-in-place", in_place), ("flux-shared", shared))]
+    rows = (point(256, 32, 4.0, 0.5, 0.52, 0.52, 0.518) + point(256, 32, 2.0, 0.7, 0.66, 0.70, 0.70)
+            + point(1024, 32, 2.0, 0.6, 0.57, 0.58, 0.59) + point(1024, 128, 2.0, 0.6, 0.57, 0.58, 0.585))
+    (tmp_path / "map").mkdir()
+    _write(tmp_path / "map" / "map.csv", scale_map.COLUMNS, rows)
+    suite_columns = ["scenario", "variant", "u_mean"]
+    for name, rows_ in (("flux", [dict(scenario="pair", variant="flux", u_mean=0.8)]),
+                        ("in-place", [dict(scenario="pair", variant="flux-in-place", u_mean=0.8),
+                                      dict(scenario="pair", variant="flux-shared", u_mean=0.7)])):
+        (tmp_path / name).mkdir()
+        _write(tmp_path / name / "suite.csv", suite_columns, rows_)
+    text = scale_map.report(str(tmp_path / "map"), suite=str(tmp_path / "flux"), suite_before=str(tmp_path / "flux"),
+                            suite_in_place=str(tmp_path / "in-place"))
+    assert "## The contended order kept in Crux's places" in text
+    assert "| 256 GPUs/32 tenants/4:1/random | 0.500 [0.500, 0.500] | 1.040 | 1.040 | 1.036 | 0.740 |" in text
+    assert "19. **held.** each variant / Flux within 0.01 of flux-contended / Flux at 4:1" in text
+    assert "20. **held.** both variants / Flux within 0.99-1.01 at 256 GPUs, 2:1" in text
+    # flux-in-place below 0.99 x Flux at both; flux-shared 0.01 above it at one only (0.0083 at the other).
+    assert "21. **missed.** flux-in-place below 0.99 x Flux at 2 of 2 (two or more), flux-shared 0.01 or more " \
+        "above flux-in-place at 1 of 2" in text
+    assert "22. **missed.** both variants / Flux on every suite scenario" in text and "flux-shared pair 0.875" in text
+
+
 def test_orders_prints_the_three_job_orders_of_a_point(capsys):
     assert scale_map.main(["orders", "--gpus", "64", "--tenants", "8", "--oversubscription", "4"]) == 0
     lines = capsys.readouterr().out.splitlines()
