@@ -196,6 +196,63 @@ def verdict_table(paths) -> str:
     return "\n".join(summary + [""] + lines) + "\n"
 
 
+def rate_table(paths) -> str:
+    """Markdown: per rate (rows) and scheduler (columns), over the runs of the given outputs together: cluster
+    utilisation, mean [min, max] over seeds; at every rate above the lowest, the mean's change from the lowest
+    rate's and the job whose mean changed most; TCP timeouts per run (mean); runs judged faithful; then the range
+    of ovs-vswitchd's 2-s CPU peak and of the wall time per run."""
+    runs = []
+    for path in paths:
+        with open(path) as f:
+            runs += json.load(f)["runs"]
+    schedulers = list(dict.fromkeys(r["scheduler"] for r in runs))
+    rates = sorted({r["rate_mbps"] for r in runs})
+    transports = sorted({r["transport"] for r in runs})
+    lines = []
+    for transport in transports:
+        if len(transports) > 1:
+            lines += [f"`{transport}`:", ""]
+        lines += ["| rate (Mbit/s) | " + " | ".join(schedulers) + " | OVS CPU peak (2 s) | wall per run (s) |",
+                  "|---|" + "---|" * (len(schedulers) + 2)]
+        mine = [r for r in runs if r["transport"] == transport and r.get("cluster") is not None]
+        low = min(r["rate_mbps"] for r in mine) if mine else None
+        for rate in rates:
+            at = [r for r in mine if r["rate_mbps"] == rate]
+            if not at:
+                continue
+            cells = []
+            for s in schedulers:
+                these = [r for r in at if r["scheduler"] == s]
+                if not these:
+                    cells.append("")
+                    continue
+                u = [r["cluster"] for r in these]
+                cell = f"{statistics.mean(u):.3f} [{min(u):.3f}, {max(u):.3f}]"
+                base = [r for r in mine if r["rate_mbps"] == low and r["scheduler"] == s]
+                if rate != low and base:
+                    change = statistics.mean(u) - statistics.mean(r["cluster"] for r in base)
+                    jobs = {j: statistics.mean(r["jobs"][j] for r in these)
+                            - statistics.mean(r["jobs"][j] for r in base) for j in these[0]["jobs"]}
+                    job = max(jobs, key=lambda j: abs(jobs[j]))
+                    cell += f" ({change:+.3f}; {job} {jobs[job]:+.3f})"
+                timeouts = statistics.mean(r.get("timeouts") or 0 for r in these)
+                faithful = sum(1 for r in these if r.get("faithful"))
+                cells.append(f"{cell}; {timeouts:.0f} RTOs; {faithful}/{len(these)} faithful")
+            peaks = [r["ovs_cpu_peak"] for r in at if r.get("ovs_cpu_peak") is not None]
+            walls = [r["wall_s"] for r in at if r.get("wall_s") is not None]
+            lines.append(f"| {rate:g} | " + " | ".join(cells)
+                         + f" | {_span(peaks, 2)} | {_span(walls, 0)} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _span(values, digits) -> str:
+    if not values:
+        return ""
+    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return low if low == high else f"{low}-{high}"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -211,8 +268,18 @@ def main(argv=None) -> int:
     p.add_argument("--md", metavar="FILE", help="with --against: write the comparison as a Markdown table")
     p.add_argument("--verdict-table", nargs="+", metavar="JSON",
                    help="print, from outputs of this benchmark, each run's wait, CPU peak and verdict (Markdown)")
+    p.add_argument("--rate-table", nargs="+", metavar="JSON",
+                   help="print, from outputs of this benchmark, the utilisation per rate and scheduler over their "
+                        "runs together, with timeouts, verdicts, CPU peak and wall time (Markdown)")
     p.add_argument("extra", nargs="*", help="more runner flags, after --")
     args = p.parse_args(argv)
+    if args.rate_table:
+        try:
+            sys.stdout.write(rate_table(args.rate_table))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            sys.stderr.write(f"bench/fidelity.py: --rate-table: not this benchmark's JSON ({exc})\n")
+            return 2
+        return 0
     if args.verdict_table:
         try:
             sys.stdout.write(verdict_table(args.verdict_table))

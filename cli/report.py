@@ -44,6 +44,13 @@ PARTS: Tuple[Part, ...] = (
     Part("fidelity-verdict", "docs/fidelity.md", (
         "bench/fidelity.py", "--verdict-table", "results/fidelity/verdict-wait-set.json",
         "results/fidelity/verdict-wait-check-headline.json", "results/fidelity/verdict-wait-check-same-model.json")),
+    Part("fidelity-rate", "docs/fidelity.md", (
+        "bench/fidelity.py", "--rate-table", "results/fidelity/bench_fidelity_tcp_3seeds_ack_class.json")),
+    Part("fidelity-rate-fixed", "docs/fidelity.md", (
+        "bench/fidelity.py", "--rate-table", "results/fidelity/bench_fidelity_tcp_fixed_s1.json",
+        "results/fidelity/bench_fidelity_tcp_fixed_s2.json")),
+    Part("fidelity-rate-before", "docs/fidelity.md", (
+        "bench/fidelity.py", "--rate-table", "results/fidelity/bench_fidelity_tcp_3seeds.json")),
 )
 
 

@@ -64,3 +64,19 @@ def test_the_verdict_table_counts_the_flagged_runs_per_rate(tmp_path):
     bad = subprocess.run(BENCH + ["--verdict-table", str(tmp_path / "none.json")], capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_rate_table_gives_each_rate_its_change_from_the_lowest_and_the_job_that_moved_most(tmp_path):
+    def run(rate, seed, cluster, bert, timeouts):
+        return dict(reference_run(seed, cluster, {"resnet50": cluster, "bert_large": bert}, timeouts),
+                    rate_mbps=rate, ovs_cpu_peak=0.4 + rate / 10, wall_s=100 / rate)
+    first = [run(2.5, 1, 0.80, 0.70, 10), run(2.5, 3, 0.82, 0.72, 20)]
+    second = [run(5.0, 1, 0.79, 0.60, 4), run(5.0, 2, 0.81, 0.64, 0)]
+    for name, runs in (("a.json", first), ("b.json", second)):
+        (tmp_path / name).write_text(json.dumps({"runs": runs}))
+    r = subprocess.run(BENCH + ["--rate-table", str(tmp_path / "a.json"), str(tmp_path / "b.json")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "| 2.5 | 0.810 [0.800, 0.820]; 15 RTOs; 2/2 faithful | 0.65 | 40 |" in r.stdout
+    # From 2.5 to 5: the cluster's mean -0.010, BERT-large's -0.090 (ResNet-50's -0.010); seed 2 is unfaithful.
+    assert "| 5 | 0.800 [0.790, 0.810] (-0.010; bert_large -0.090); 2 RTOs; 1/2 faithful | 0.90 | 20 |" in r.stdout
