@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--datapath", choices=["auto", "kernel", "user"], default="auto",
                    help="OVS datapath; auto = kernel if the openvswitch module is loaded, else userspace")
     c = p.add_argument_group("controller and output")
+    c.add_argument("--controller-framework", choices=["auto", "ryu", "os-ken"], default="auto",
+                   help="what the controller apps run on: Ryu 4.34 or os-ken, its maintained fork (the same apps; "
+                        "auto: Ryu where installed, else os-ken; controller/framework.py)")
     c.add_argument("--controller-recovery", choices=["restart", "fail"], default="restart",
                    help="a controller that dies or hangs mid-run: restart it and record the gap, or fail the run")
     c.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL_S, metavar="S",
@@ -178,6 +181,11 @@ def validate(args) -> RunPlan:
                        "(it names results/<run-id>/)")
     if args.out is not None:
         check_out_dir(args.out)
+    from controller.framework import resolve
+    try:
+        framework = resolve(args.controller_framework)
+    except ValueError as exc:
+        raise BadInput(f"--controller-framework: {exc}")
     if not 0.01 <= args.poll_interval <= 10:
         raise BadInput(f"--poll-interval must be between 0.01 and 10 s (got {args.poll_interval})")
     if args.iterations is not None and args.iterations < 1:
@@ -227,6 +235,7 @@ def validate(args) -> RunPlan:
         # Every flag by name (the fabric's shape as used), so that a sweep can read back any axis.
         flags={name.replace("_", "-"): value for name, value in sorted(vars(args).items())}, quiet=args.quiet,
         emulation=EmulationSettings(poll_interval_s=args.poll_interval, controller_recovery=args.controller_recovery,
+                                    controller_framework=framework,
                                     datapath=args.datapath, skip_checks=args.skip_checks,
                                     no_workload=args.no_workload),
         twin=TwinSettings(model=args.twin_model, overrides=tuple(args.twin_set), hash_model=args.twin_hash,

@@ -7,18 +7,15 @@ import signal
 import time
 from typing import Dict, List
 
-from ryu.base import app_manager
-from ryu.controller import ofp_event
-from ryu.controller.handler import DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
-from ryu.lib import hub
-from ryu.ofproto import ofproto_v1_3
-
+from controller.framework import (DEAD_DISPATCHER, MAIN_DISPATCHER, App, hub, ofp_event, ofproto_v1_3,
+                                  set_ev_cls)
 from controller.channels import guarded, load_config, write_stats
 from controller.rules import RuleCompiler
 
 
-class FabricApp(app_manager.RyuApp):
-    """Base of the scheduler and monitor apps (Ryu instantiates only the classes defined in an app's module)."""
+class FabricApp(App):
+    """Base of the scheduler and monitor apps (the framework instantiates only the classes defined in an app's
+    module)."""
 
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
     STATS_FILE = ""  # in the run directory

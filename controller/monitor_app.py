@@ -1,4 +1,4 @@
-"""The monitor app (Ryu, OpenFlow 1.3): polls port and flow counters over its own connection to every switch.
+"""The monitor app (Ryu or os-ken, OpenFlow 1.3): polls port and flow counters over its own connection to every switch.
 
 It never touches a rule. It runs as its own process beside the scheduler app (controller/scheduler_app.py), so
 that parsing stats replies (tens of ms of Python per round) never delays a reaction to an event. Outputs in the
@@ -10,14 +10,11 @@ import logging
 import os
 import time
 
-from ryu.controller import ofp_event
-from ryu.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
-from ryu.lib import hub
-
 from controller import ofp
 from controller.batches import ChangeBatches
 from controller.channels import ControlServer, Csv
 from controller.fabric_app import FabricApp
+from controller.framework import CONFIG_DISPATCHER, MAIN_DISPATCHER, hub, ofp_event, set_ev_cls
 from controller.rules import decode_cookie
 from core.config import RESYNC_ENV
 

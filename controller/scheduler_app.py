@@ -1,4 +1,5 @@
-"""The scheduler app (Ryu, OpenFlow 1.3): forwarding rules, the per-flow scheduling stage, events and decisions.
+"""The scheduler app (Ryu or os-ken, OpenFlow 1.3): forwarding rules, the per-flow scheduling stage, events and
+decisions.
 
 It stays thin around the pure control loop (controller/loop.py, the one the twin drives too): events and timers
 go in, the decisions that changed come out, controller/rules.py turns them into rules, and only the ingress rules
@@ -30,14 +31,11 @@ import statistics
 import time
 from typing import Dict, FrozenSet, Optional, Set, Tuple
 
-from ryu.controller import ofp_event
-from ryu.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
-from ryu.lib import hub
-
 from controller import ofp
 from controller.batches import Batch, ChangeBatches
 from controller.channels import ControlServer, Csv
 from controller.fabric_app import FabricApp
+from controller.framework import CONFIG_DISPATCHER, MAIN_DISPATCHER, hub, ofp_event, set_ev_cls
 from controller.loop import ControlLoop
 from controller.rules import PIN_COOKIE, RuleCompiler, flow_cookie
 from controller.schedulers.registry import make_scheduler
@@ -79,7 +77,7 @@ class SchedulerApp(FabricApp):
                                 ["time", "trigger", "flowmods", "latency_s", "decide_and_send_s"], append=self.resync)
         self.decision_csv = Csv(os.path.join(self.out, "decisions.csv"),
                                 ["time", "job", "bucket", "rank", "priority_class", "path"], append=self.resync)
-        self.event_receiver = EventReceiver(cfg.events_socket)  # (RyuApp uses self.events)
+        self.event_receiver = EventReceiver(cfg.events_socket)  # (the framework's app uses self.events)
         self.control = ControlServer(cfg.control_socket, {
             "status": self._status, "pin": self._pin,
             "stats": lambda req, requester: {"ok": True, **self.summary()}})

@@ -28,6 +28,7 @@ class EmulationSettings:
 
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
     controller_recovery: str = "restart"    # a controller that dies mid-run: "restart" it, or "fail" the run
+    controller_framework: str = "ryu"       # what the controller apps run on: ryu or os-ken (controller/framework.py)
     datapath: str = "auto"                  # Open vSwitch datapath: auto, kernel or user
     skip_checks: bool = False
     no_workload: bool = False
@@ -96,7 +97,8 @@ class RunPlan:
         e = self.emulation
         return self.config("emulation", poll_interval_s=e.poll_interval_s,
                            iterations_override=self.iterations_override,
-                           faults=[f.text for f in self.faults], controller_recovery=e.controller_recovery)
+                           faults=[f.text for f in self.faults], controller_recovery=e.controller_recovery,
+                           controller_framework=e.controller_framework)
 
 
 def default_run_id(scheduler: str, scenario_name: str, seed: int) -> str:

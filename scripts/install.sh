@@ -90,7 +90,7 @@ PYVER=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 "$PY" -c 'import sys; sys.exit(0 if (3, 10) <= sys.version_info[:2] <= (3, 13) else 1)' || {
     echo "install.sh: Python 3.10-3.13 needed, found $PYVER ($PY)" >&2; exit 2; }
 # ryu 4.34 (2020) builds only without build isolation and with a setuptools old enough to have what its hooks use,
-# and it needs an eventlet that runs on the interpreter (controller/launcher.py supplies the one name newer
+# and it needs an eventlet that runs on the interpreter (controller/framework.py supplies the one name newer
 # eventlets dropped). Measured with fresh pip caches:
 #   3.10, 3.11: setuptools 65.5.0 + eventlet 0.33.3;
 #   3.12, 3.13: setuptools 67.8.0 (65.x lacks pkgutil.ImpImporter there; 68+ lacks easy_install.get_script_args)
@@ -114,13 +114,13 @@ pip_install() {
         -e "Please be careful" -e "name as your package" -e "warnings.warn" -e '^ *$' \
         -e "^WARNING: Location 'file:" >&2)
 }
-log "installing ryu 4.34 (setuptools $SETUPTOOLS, eventlet $EVENTLET) and the testbed's packages into $VENV"
+log "installing ryu 4.34 (setuptools $SETUPTOOLS, eventlet $EVENTLET), os-ken and the testbed's packages into $VENV"
 pip_install "setuptools==$SETUPTOOLS" wheel pbr
 pip_install --no-build-isolation 'ryu==4.34' "eventlet==$EVENTLET" 'dnspython==2.6.1'
 pip_install --no-build-isolation -e "$PROJECT_DIR[test]"
 check_out=$("$VENV/bin/python" - 2>&1 <<'PYEOF'
-import controller.launcher  # noqa: F401  (patches eventlet before ryu is imported)
-import mininet.net, ryu.cmd.manager, ryu.base.app_manager, scapy.all, numpy, scipy, matplotlib, yaml, tqdm, pytest  # noqa: F401
+import controller.framework; controller.framework.prepare()  # eventlet made fit for ryu before it is imported
+import mininet.net, ryu.cmd.manager, ryu.base.app_manager, os_ken.base.app_manager, scapy.all, numpy, scipy, matplotlib, yaml, tqdm, pytest  # noqa: F401
 PYEOF
 ) || { echo "$check_out" >&2; echo "install.sh: the Python environment does not import" >&2; exit 1; }
 # The stamp tells the run and test commands that this environment matches the current install recipe.

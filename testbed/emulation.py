@@ -53,7 +53,7 @@ def clean_stale() -> List[str]:
 
 
 # ------------------------------------------------------------------------------------------------ provenance
-def versions() -> dict:
+def versions(controller_framework: str = "ryu") -> dict:
     from experiment.results import code_version
 
     def cmd(args):
@@ -70,7 +70,8 @@ def versions() -> dict:
             return None
 
     return {"python": platform.python_version(), "kernel": platform.release(),
-            "openvswitch": cmd(["ovs-vsctl", "--version"]), "ryu": pkg("ryu"), "mininet": pkg("mininet"),
+            "openvswitch": cmd(["ovs-vsctl", "--version"]), "ryu": pkg("ryu"), "os-ken": pkg("os-ken"),
+            "controller_framework": controller_framework, "mininet": pkg("mininet"),
             "eventlet": pkg("eventlet"), "numpy": pkg("numpy"), "testbed": pkg("flux-testbed"),
             **code_version(PROJECT_DIR)}
 
@@ -84,7 +85,8 @@ def run(plan: RunPlan) -> int:
     folder = RunFolder(out)
     config = plan.emulation_config()
     folder.write_config(config)
-    summary = RunSummary(run_id=plan.run_id, config=config, versions=versions(), seed=plan.seed,
+    summary = RunSummary(run_id=plan.run_id, config=config, versions=versions(emu.controller_framework),
+                         seed=plan.seed,
                          extra={"started_at": time.time()})
     spec = plan.spec
     LOG.info("run %s -> %s", plan.run_id, out)
@@ -93,7 +95,7 @@ def run(plan: RunPlan) -> int:
                  jobs=[] if emu.no_workload else plan.jobs, poll_interval_s=emu.poll_interval_s,
                  class_floor=plan.class_floor, queue_ms=plan.queue_ms, run_id=plan.run_id, datapath=datapath,
                  class_mode=plan.class_mode, restart_controllers=emu.controller_recovery == "restart",
-                 transport=plan.transport)
+                 transport=plan.transport, controller_framework=emu.controller_framework)
     code = EXIT_FAILED
     unexpected = False
     try:

@@ -32,6 +32,7 @@ import time
 from functools import partial
 from typing import Dict, List, Optional, Sequence, Union
 
+from controller.framework import ENV as FRAMEWORK_ENV
 from core import queues
 from core.classes import NUM_CLASSES
 from core.config import DEFAULT_POLL_INTERVAL_S, RESYNC_ENV, ControllerConfig
@@ -140,7 +141,7 @@ class Testbed:
                  poll_interval_s: float = DEFAULT_POLL_INTERVAL_S, class_floor: float = queues.DEFAULT_FLOOR,
                  queue_ms: float = queues.DEFAULT_QUEUE_MS, run_id: str = "", datapath: Optional[str] = None,
                  class_mode: str = "strict", restart_controllers: bool = True,
-                 transport: Union[str, TransportProfile] = DEFAULT_PROFILE):
+                 transport: Union[str, TransportProfile] = DEFAULT_PROFILE, controller_framework: str = "ryu"):
         spec.validate()
         self.spec = spec
         self.layout = FabricLayout.from_spec(spec)
@@ -169,6 +170,7 @@ class Testbed:
         self._marker_before: Optional[str] = None
         self._missed: Dict[str, int] = {}
         self.restart_controllers = restart_controllers
+        self.controller_framework = controller_framework
         self.transport = transport if isinstance(transport, TransportProfile) else transport_profile(transport)
         self.restarts: List[dict] = []   # controllers restarted during the run (restart_controller)
 
@@ -324,6 +326,7 @@ class Testbed:
         env = dict(os.environ, FLUX_CONTROLLER_CONFIG=os.path.abspath(cfg_path),
                    PYTHONPATH=PROJECT_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env[RESYNC_ENV] = "1" if resync else "0"
+        env[FRAMEWORK_ENV] = self.controller_framework
         log = open(os.path.join(self.out_dir, CONTROLLER_LOGS[role]), "a" if resync else "w")
         # Own session: a Ctrl-C in the terminal reaches the runner, which stops the controller in order.
         # The scheduler stands for a controller on its own machine: on a 2-core box it must not queue behind

@@ -1,5 +1,10 @@
 """The controller's pure parts: the rule compiler (decisions to rules), the decision diff and the change batches
 confirmed by barriers. No root, no switch."""
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from controller.batches import ChangeBatches
@@ -152,16 +157,37 @@ def test_a_batch_completes_when_every_touched_switch_has_answered():
     assert len(batches) == 0 and batches.on_reply(0x202, 8) is None
 
 
-def test_each_app_registers_its_own_and_the_shared_handlers():
-    import inspect
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Each app's handlers and the framework class it derives from, printed by a process of its own: the framework is
+# chosen once per process (controller/framework.py).
+HANDLERS = """
+import inspect, json
+from controller.monitor_app import MonitorApp
+from controller.scheduler_app import SchedulerApp
 
-    import controller.launcher  # noqa: F401  (makes ryu importable on this Python)
-    from controller.monitor_app import MonitorApp
-    from controller.scheduler_app import SchedulerApp
+def handlers(cls):
+    return sorted(name for name, f in inspect.getmembers(cls) if hasattr(f, "callers"))
+print(json.dumps({"scheduler": handlers(SchedulerApp), "monitor": handlers(MonitorApp),
+                  "base": SchedulerApp.__mro__[2].__module__}))
+"""
 
-    def handlers(cls):
-        return {name for name, f in inspect.getmembers(cls) if hasattr(f, "callers")}
-    assert handlers(SchedulerApp) == {"_state_change", "_switch_features", "_barrier_reply", "_port_status",
-                                      "_port_desc"}
-    assert handlers(MonitorApp) == {"_state_change", "_switch_features", "_barrier_reply", "_port_stats",
-                                    "_flow_stats"}
+
+@pytest.mark.parametrize("framework, package", [("ryu", "ryu"), ("os-ken", "os_ken")])
+def test_each_app_registers_its_own_and_the_shared_handlers_on_either_framework(framework, package):
+    env = dict(os.environ, FLUX_CONTROLLER_FRAMEWORK=framework)
+    r = subprocess.run([sys.executable, "-c", HANDLERS], capture_output=True, text=True, env=env, cwd=PROJECT_DIR,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    found = json.loads(r.stdout)
+    assert found["scheduler"] == ["_barrier_reply", "_port_desc", "_port_status", "_state_change",
+                                  "_switch_features"]
+    assert found["monitor"] == ["_barrier_reply", "_flow_stats", "_port_stats", "_state_change", "_switch_features"]
+    assert found["base"] == f"{package}.base.app_manager"
+    assert "DSA is deprecated" not in r.stderr
+
+
+def test_a_framework_that_is_not_one_of_the_two_is_refused_in_one_line():
+    from controller.framework import resolve
+    assert resolve("auto") in ("ryu", "os-ken") and resolve("os-ken") == "os-ken"
+    with pytest.raises(ValueError, match="one of ryu, os-ken"):
+        resolve("pox")

@@ -97,6 +97,23 @@ def test_every_scheduler_runs_the_default_scenario(tmp_path, scheduler, topology
     assert_clean()
 
 
+def test_the_same_apps_run_the_fabric_on_os_ken(tmp_path):
+    # Ryu's maintained fork: the same scheduler and monitor apps, started without ryu-manager
+    # (controller/framework.py). The checks confirm the rules (reachability, priority classes) and the workers finish.
+    out = tmp_path / "run"
+    r = subprocess.run(RUN + SMALL + ["--controller-framework", "os-ken", "--scheduler", "flux", "--iterations", "5",
+                                      "--out", str(out), "-q"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["versions"]["controller_framework"] == "os-ken" and summary["versions"]["os-ken"]
+    assert summary["config"]["controller_framework"] == "os-ken"
+    assert summary["checks"]["reachability"]["failed"] == [] and summary["checks"]["priority"]["high_share"] >= 0.8
+    assert summary["controller"]["flowmods"] > 0 and summary["controller"]["events_received"] > 0
+    assert all(job["iterations"] == 5 and job["check_failures"] == 0 for job in summary["jobs"])
+    assert "loading app os_ken.controller.ofp_handler" in (out / "controller.log").read_text()
+    assert_clean()
+
+
 class Runner:
     """A runner in the background whose output is read as it comes, to signal it in a given phase."""
 
