@@ -19,6 +19,8 @@ import subprocess
 import time
 from typing import Dict, Iterable, List, Optional, Tuple
 
+import psutil
+
 STATE_DIR = os.environ.get("FLUX_STATE_DIR", "/run/flux-testbed")
 STATE_FILE = os.path.join(STATE_DIR, "state.json")
 MARKER = "FLUX_TESTBED_RUN"
@@ -29,33 +31,25 @@ _PR_SET_PDEATHSIG = 1
 
 def _cmdline(pid: int) -> Optional[str]:
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
+        return " ".join(psutil.Process(pid).cmdline()).strip()
+    except (psutil.Error, ValueError):
         return None
 
 
-def start_time(pid: int) -> Optional[int]:
-    """The process's start time in clock ticks since boot (with the pid, a unique identity)."""
+def start_time(pid: int) -> Optional[float]:
+    """The process's start time (with the pid, a unique identity: a reused pid starts later)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
+        return psutil.Process(pid).create_time()
+    except (psutil.Error, ValueError):
         return None
 
 
 def environ_value(pid: int, key: str) -> Optional[str]:
     """The value of ``key`` in a process's environment as it started, or None."""
     try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            env = f.read()
-    except OSError:
+        return psutil.Process(pid).environ().get(key)
+    except (psutil.Error, ValueError):
         return None
-    prefix = key.encode() + b"="
-    for item in env.split(b"\0"):
-        if item.startswith(prefix):
-            return item[len(prefix):].decode(errors="replace")
-    return None
 
 
 def run_token(pid: int) -> Optional[str]:
@@ -68,15 +62,19 @@ def marked_processes(token: Optional[str] = None, session: Optional[str] = None)
     ``session``, only those also started under that test session (``SESSION_MARKER``)."""
     own = os.getpid()
     found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == own:
+    for proc in psutil.process_iter():
+        if proc.pid == own:
             continue
-        value = run_token(int(name))
+        try:
+            env = proc.environ()
+        except psutil.Error:
+            continue
+        value = env.get(MARKER)
         if value is None or (token is not None and value != token):
             continue
-        if session is not None and environ_value(int(name), SESSION_MARKER) != session:
+        if session is not None and env.get(SESSION_MARKER) != session:
             continue
-        found.append(int(name))
+        found.append(proc.pid)
     return found
 
 
@@ -92,54 +90,56 @@ def die_with_parent(sig: int = signal.SIGKILL):
 def end_processes(targets: Iterable[Tuple[int, int]], grace_s: float = KILL_GRACE_S) -> List[int]:
     """End processes together: each gets its first signal (SIGTERM, or SIGKILL for shells that ignore it), all
     get ``grace_s`` in total to exit, then SIGKILL. ``targets`` are (pid, first signal). Returns the pids that
-    were alive."""
+    were alive. (psutil signals a process only while it is the one first seen: a pid reused meanwhile is
+    spared.)"""
     alive = []
     for pid, first in targets:
         try:
-            os.kill(pid, first)
-            alive.append(pid)
-        except ProcessLookupError:
+            proc = psutil.Process(pid)
+            proc.send_signal(first)
+            alive.append(proc)
+        except (psutil.NoSuchProcess, ValueError):
             pass
     pending = _wait_gone(alive, grace_s)
-    for pid in pending:
+    for proc in pending:
         try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
+            proc.kill()
+        except psutil.NoSuchProcess:
             pass
     _wait_gone(pending, 2.0)
-    return alive
+    return [proc.pid for proc in alive]
 
 
-def _wait_gone(pids: List[int], timeout_s: float) -> List[int]:
+def _wait_gone(procs: List[psutil.Process], timeout_s: float) -> List[psutil.Process]:
     """Wait until the processes are gone; returns those still there. A zombie counts as gone: our own children
     are left for their Popen objects to reap, which keeps their exit status."""
     deadline = time.monotonic() + timeout_s
-    pending = list(pids)
+    pending = list(procs)
     while pending:
-        pending = [pid for pid in pending if _exists(pid)]
+        pending = [proc for proc in pending if _running(proc)]
         if not pending or time.monotonic() > deadline:
             break
         time.sleep(0.02)
     return pending
 
 
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _exists(pid: int) -> bool:
     """Alive and not a zombie."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
+        return _running(psutil.Process(pid))
+    except (psutil.Error, ValueError):
         return False
 
 
 def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return psutil.pid_exists(pid)
 
 
 class RunState:

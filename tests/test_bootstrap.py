@@ -24,7 +24,7 @@ def test_every_command_sets_up_and_reexecutes_before_importing_dependencies(path
              and getattr(node.func, "id", None) in ("ensure_env", "set_up")]
     assert len(calls) == 1, f"{path} must call ensure_env (or cli.entry.set_up) once"
     # Nothing but the standard library and testbed.bootstrap is imported at module level before the call.
-    third_party = {"numpy", "matplotlib", "yaml", "tqdm", "mininet", "ryu", "scapy"}
+    third_party = {"numpy", "matplotlib", "yaml", "tqdm", "mininet", "ryu", "os_ken", "scapy", "psutil"}
     for node in tree.body:
         if node.lineno >= calls[0].lineno:
             break
