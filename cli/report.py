@@ -38,7 +38,8 @@ PARTS: Tuple[Part, ...] = (
         "research/scale_map.py", "report", "results/scale/map", "--confirm", "results/scale/confirm-16",
         "--suite", "results/suite/fluid-flux-paths", "--suite-before", "results/suite/fluid",
         "--before", "results/scale/map-256", "--confirm-churn", "results/scale/confirm-16-churn",
-        "--suite-contended", "results/suite/fluid-flux-contended"), whole_page=True),
+        "--suite-contended", "results/suite/fluid-flux-contended",
+        "--suite-in-place", "results/suite/fluid-flux-in-place"), whole_page=True),
     Part("suite-twin", "docs/suite.md", ("cli/suite.py", "--table", "results/suite/fluid")),
     Part("suite-emulation", "docs/suite.md", ("cli/suite.py", "--table", "results/suite/emulation")),
     Part("fidelity-verdict", "docs/fidelity.md", (
