@@ -9,9 +9,10 @@
 2. ``pytest`` in <project>/.venv, on the system's Python: all tests. As root the ones marked ``root`` (a real
    fabric, controller and traffic) are required; for a normal user they are skipped.
 3. For every other Python 3.10-3.13 found on the machine (pyenv's interpreters, ``python3.X`` on the PATH), one
-   per minor version: an environment ``.venv-py3.X`` built by ``scripts/install.sh --python-only``, and the
-   tests that need no root. The fabric tests run once, with the system's Python: they measure the emulation,
-   which is the same whatever Python drives it.
+   per minor version: an environment ``.venv-py3.X`` built by ``scripts/install.sh --python-only``, the tests
+   that need no root, and as root the few marked ``every_python``: a real fabric driven from that Python, on Ryu
+   and on os-ken. The other fabric tests run once, with the system's Python: they measure the emulation, which
+   is the same whatever Python drives it.
 
 Exit code 0 when every step passed, 1 when a test failed, 2 for bad input or a set-up that failed.
 """
@@ -126,10 +127,12 @@ def main(argv=None) -> int:
             results.append((label, "environment", False))
             continue
         env = dict(os.environ, FLUX_VENV=venv)
-        ok = run_step(f"tests that need no root, Python {label}",
+        root = os.geteuid() == 0
+        what = "tests without root, a fabric" if root else "tests that need no root"
+        ok = run_step(f"{what}, Python {label}",
                       [os.path.join(venv, "bin", "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                       "-m", "not root"] + args.pytest_args, env=env)
-        results.append((label, "tests that need no root", ok))
+                       "-m", "not root or every_python" if root else "not root"] + args.pytest_args, env=env)
+        results.append((label, what, ok))
     print("\n[test] summary")
     for label, what, passed in results:
         print(f"[test]   Python {label:5} {what:24} {'passed' if passed else 'FAILED'}")
