@@ -273,20 +273,15 @@ def main(argv=None) -> int:
                         "runs together, with timeouts, verdicts, CPU peak and wall time (Markdown)")
     p.add_argument("extra", nargs="*", help="more runner flags, after --")
     args = p.parse_args(argv)
-    if args.rate_table:
-        try:
-            sys.stdout.write(rate_table(args.rate_table))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            sys.stderr.write(f"bench/fidelity.py: --rate-table: not this benchmark's JSON ({exc})\n")
-            return 2
-        return 0
-    if args.verdict_table:
-        try:
-            sys.stdout.write(verdict_table(args.verdict_table))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            sys.stderr.write(f"bench/fidelity.py: --verdict-table: not this benchmark's JSON ({exc})\n")
-            return 2
-        return 0
+    for flag, paths, table in (("--rate-table", args.rate_table, rate_table),
+                               ("--verdict-table", args.verdict_table, verdict_table)):
+        if paths:
+            try:
+                sys.stdout.write(table(paths))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                sys.stderr.write(f"bench/fidelity.py: {flag}: not this benchmark's JSON ({exc})\n")
+                return 2
+            return 0
     try:
         rates = [float(x) for x in args.rates.split(",") if x]
         seeds = [int(x) for x in args.seeds.split(",") if x]
