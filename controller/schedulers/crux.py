@@ -214,6 +214,16 @@ def contended_costs(fabric: FabricView, jobs: Sequence[JobSpec], shared_only: bo
     return {j.index: sum(p * row[k] for p, row in zip(prices, rows)) for k, j in enumerate(jobs)}
 
 
+def _priced_values(fabric: FabricView, jobs: Sequence[JobSpec], intensities: Mapping[int, JobIntensity],
+                   shared_only: bool = False) -> Tuple[List[JobSpec], Dict[int, float]]:
+    """The jobs with traffic and compute, and the value of each one the fluid program prices: k_j * W_j over the
+    priced capacity it uses (``contended_costs``); jobs on no priced link have no value."""
+    networked = [j for j in jobs if intensities[j.index].comm_s > 0 and j.model.compute_s > 0]
+    cost = contended_costs(fabric, networked, shared_only)
+    return networked, {j.index: intensities[j.index].exposed * j.workers / cost[j.index] for j in networked
+                       if cost.get(j.index, 0.0) > 1e-12}
+
+
 def contended_intensities(fabric: FabricView, jobs: Sequence[JobSpec],
                           intensities: Mapping[int, JobIntensity]) -> Dict[int, JobIntensity]:
     """The jobs' priorities P_j measured against the links they contend for together, not each alone.
@@ -226,20 +236,17 @@ def contended_intensities(fabric: FabricView, jobs: Sequence[JobSpec],
     becomes k_j * W_j / sum_e lambda_e * bytes_{j,e} * 8: GPU work per unit of contended capacity, the ratio by
     which the program itself fills the links. Jobs on no link with a price rank above all others, in Crux's order
     among themselves; where no link binds, the order is Crux's."""
-    networked = [j for j in jobs if intensities[j.index].comm_s > 0 and j.model.compute_s > 0]
-    cost = contended_costs(fabric, networked)
-    priced = {i: c for i, c in cost.items() if c > 1e-12}
-    if not priced:
+    networked, value = _priced_values(fabric, jobs, intensities)
+    if not value:
         return dict(intensities)
-    value = {j.index: intensities[j.index].exposed * j.workers / priced[j.index] for j in networked
-             if j.index in priced}
     # Unpriced jobs above every priced one, in Crux's order: shift their priorities past the largest value.
     top = max(value.values())
-    crux_top = max(intensities[i].priority for i in cost if i not in priced) if len(priced) < len(cost) else 1.0
+    unpriced = [j.index for j in networked if j.index not in value]
+    crux_top = max(intensities[i].priority for i in unpriced) if unpriced else 1.0
     out = dict(intensities)
     for j in networked:
         ji = intensities[j.index]
-        p = value[j.index] if j.index in priced else top * (2.0 + ji.priority / crux_top)
+        p = value[j.index] if j.index in value else top * (2.0 + ji.priority / crux_top)
         out[j.index] = JobIntensity(ji.job, ji.compute_gpu_s, ji.comm_s, ji.intensity, ji.exposed, p)
     return out
 
@@ -255,15 +262,12 @@ def contended_in_place(fabric: FabricView, jobs: Sequence[JobSpec], intensities:
     keeps its place's magnitude, so what compares magnitudes (Flux's equal-intensity test, the class compression)
     sees Crux's; a factor of at most 1 + 1e-6 makes the new order strict where Crux's had ties. ``shared_only``:
     jobs priced on the fabric's links only (``contended_costs``)."""
-    networked = [j for j in jobs if intensities[j.index].comm_s > 0 and j.model.compute_s > 0]
-    cost = contended_costs(fabric, networked, shared_only)
-    priced = {i for i, c in cost.items() if c > 1e-12}
-    if not priced:
+    networked, value = _priced_values(fabric, jobs, intensities, shared_only)
+    if not value:
         return dict(intensities)
     crux_order = sorted(networked, key=lambda j: (-intensities[j.index].priority, j.index))
-    by_value = iter(sorted((j for j in networked if j.index in priced),
-                           key=lambda j: (-intensities[j.index].exposed * j.workers / cost[j.index], j.index)))
-    order = [next(by_value) if j.index in priced else j for j in crux_order]
+    by_value = iter(sorted((j for j in networked if j.index in value), key=lambda j: (-value[j.index], j.index)))
+    order = [next(by_value) if j.index in value else j for j in crux_order]
     out = dict(intensities)
     n = len(order)
     for place, (slot, job) in enumerate(zip(crux_order, order)):
